@@ -1,0 +1,119 @@
+"""Every diagnostic code the compiler emits, with what it means. docs/diagnostics.md lists them.
+
+Codes are stable: users' scripts match on them.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+_CODES = {
+    # reading the file
+    "FILE_UNREADABLE": "the file cannot be read (missing, a directory, not UTF-8)",
+    "JSON_SYNTAX": "the file is not JSON; line and column say where",
+    "DUPLICATE_KEY": "a key appears twice in one JSON object",
+    "JSON_NUMBER_INVALID": "NaN, Infinity or a number too large for a double",
+    # the closed format
+    "FORMAT_UNSUPPORTED": "`format` is not `seif.context-project.v1`",
+    "UNKNOWN_KEY": "a key the format does not define",
+    "MISSING_KEY": "a required key is absent",
+    "WRONG_TYPE": "a value of the wrong JSON type",
+    "INVALID_VALUE": "a value outside the allowed set (an enum field)",
+    "OUT_OF_RANGE": "a number or a length outside its bounds",
+    "INVALID_ID": "an id that does not match `^[a-z][a-z0-9-]{0,63}$`",
+    "INVALID_NAME": "a function name that does not match `^[A-Za-z][A-Za-z0-9_-]{0,63}$`",
+    "INVALID_VERSION": "not a semantic version `MAJOR.MINOR.PATCH[-pre]`",
+    "DUPLICATE_ID": "an id used twice within its kind",
+    "DUPLICATE_NAME": "a function name used by two tools",
+    # references and rules
+    "UNKNOWN_PROFILE": "an objective names a profile that is not declared",
+    "UNKNOWN_TOOL": "a rule, fixture or test names a tool that is not declared",
+    "UNKNOWN_OBJECTIVE": "a test names an objective that is not declared",
+    "UNKNOWN_CONTEXT_MESSAGE": "a test names a context message its profile does not have",
+    "UNKNOWN_REASON_CODE": "a test expects a reason code the engine does not have",
+    "DUPLICATE_TOOL_RULE": "a profile has two rules for one tool",
+    "EXCLUDED_TOOL_REQUIRED": "an `exclude` rule is marked `required`",
+    "WRITE_WITHOUT_APPROVAL": "a write tool declares `approval: none`",
+    # CEL
+    "CEL_SYNTAX": "a CEL expression does not parse",
+    "CEL_UNKNOWN_IDENTIFIER": "a CEL expression uses an identifier that does not exist there",
+    "CEL_NOT_BOOLEAN": "a CEL expression does not yield a boolean",
+    "CEL_TOO_LONG": "a CEL expression longer than 1,024 characters",
+    "CEL_TOO_COMPLEX": "a CEL expression nests macros or calls beyond the cost bound",
+    # the schema subset
+    "SCHEMA_NOT_OBJECT": "a schema that is not a JSON object",
+    "SCHEMA_TYPE_MISSING": "a schema node without `type`",
+    "SCHEMA_TYPE_UNION": "`type` given as a list (unions are not supported)",
+    "SCHEMA_TYPE_INVALID": "`type` is not one of the seven JSON types",
+    "SCHEMA_PARAMETERS_NOT_OBJECT": "`parameters` whose `type` is not `object`",
+    "SCHEMA_KEYWORD_NOT_APPLICABLE": "a supported keyword on a node of another type",
+    "SCHEMA_KEYWORD_INVALID": "a supported keyword with a value of the wrong form",
+    "SCHEMA_BOUND_INVALID": "a length, item or numeric bound of the wrong form",
+    "SCHEMA_BOUNDS_INVERTED": "a minimum greater than its maximum",
+    "SCHEMA_REQUIRED_UNDECLARED": "`required` names a property not in `properties`",
+    "SCHEMA_ENUM_EMPTY": "`enum` with no values",
+    "SCHEMA_ENUM_DUPLICATE": "`enum` listing one value twice",
+    "SCHEMA_VALUE_TYPE": "an `enum` or `const` value not valid for the node's type",
+    "SCHEMA_TOO_DEEP": "a schema nested more than 8 levels",
+    "SCHEMA_TOO_MANY_PROPERTIES": "an object schema with more than 32 properties",
+    "SCHEMA_UNKNOWN_KEYWORD": "a keyword outside the subset and not listed below",
+    "SCHEMA_UNSUPPORTED_REF": "`$ref`",
+    "SCHEMA_UNSUPPORTED_DEFS": "`$defs`",
+    "SCHEMA_UNSUPPORTED_DEFINITIONS": "`definitions`",
+    "SCHEMA_UNSUPPORTED_ANYOF": "`anyOf`",
+    "SCHEMA_UNSUPPORTED_ONEOF": "`oneOf`",
+    "SCHEMA_UNSUPPORTED_ALLOF": "`allOf`",
+    "SCHEMA_UNSUPPORTED_NOT": "`not`",
+    "SCHEMA_UNSUPPORTED_IF": "`if`",
+    "SCHEMA_UNSUPPORTED_THEN": "`then`",
+    "SCHEMA_UNSUPPORTED_ELSE": "`else`",
+    "SCHEMA_UNSUPPORTED_PATTERN": "`pattern`",
+    "SCHEMA_UNSUPPORTED_PATTERNPROPERTIES": "`patternProperties`",
+    "SCHEMA_UNSUPPORTED_FORMAT": "`format`",
+    "SCHEMA_UNSUPPORTED_ADDITIONALPROPERTIES_SCHEMA": "`additionalProperties` as a schema",
+    "SCHEMA_UNSUPPORTED_EXCLUSIVEMINIMUM": "`exclusiveMinimum`",
+    "SCHEMA_UNSUPPORTED_EXCLUSIVEMAXIMUM": "`exclusiveMaximum`",
+    "SCHEMA_UNSUPPORTED_MULTIPLEOF": "`multipleOf`",
+    "SCHEMA_UNSUPPORTED_UNIQUEITEMS": "`uniqueItems`",
+    "SCHEMA_UNSUPPORTED_DEFAULT": "`default`",
+    "SCHEMA_UNSUPPORTED_SCHEMA": "`$schema`",
+    "SCHEMA_UNSUPPORTED_ID": "`$id`",
+    # the catalogue
+    "CATALOGUE_TOO_MANY_TOOLS": "more than 32 tools",
+    "CATALOGUE_TOO_LARGE": "the canonical JSON of `tools` exceeds 65,536 bytes",
+    # builds
+    "BUILD_UNREADABLE": "a build directory without a readable `build.cbor` or `manifest.json`",
+    "BUILD_DIGEST_MISMATCH": "`build.cbor` does not hash to the manifest's digest",
+    "BUILD_MANIFEST_MISMATCH": "the manifest says something `build.cbor` does not",
+    "BUILD_INVALID": "`build.cbor` does not decode to a build of a known format",
+    "RUNTIME_UNSUPPORTED": "the build requires a runtime contract this version does not have",
+    "TESTS_FAILED": "the project's tests fail, so no build is written",
+}
+
+CODES = MappingProxyType(_CODES)
+
+UNSUPPORTED_SCHEMA_KEYWORDS = MappingProxyType(
+    {
+        "$ref": "SCHEMA_UNSUPPORTED_REF",
+        "$defs": "SCHEMA_UNSUPPORTED_DEFS",
+        "definitions": "SCHEMA_UNSUPPORTED_DEFINITIONS",
+        "anyOf": "SCHEMA_UNSUPPORTED_ANYOF",
+        "oneOf": "SCHEMA_UNSUPPORTED_ONEOF",
+        "allOf": "SCHEMA_UNSUPPORTED_ALLOF",
+        "not": "SCHEMA_UNSUPPORTED_NOT",
+        "if": "SCHEMA_UNSUPPORTED_IF",
+        "then": "SCHEMA_UNSUPPORTED_THEN",
+        "else": "SCHEMA_UNSUPPORTED_ELSE",
+        "pattern": "SCHEMA_UNSUPPORTED_PATTERN",
+        "patternProperties": "SCHEMA_UNSUPPORTED_PATTERNPROPERTIES",
+        "format": "SCHEMA_UNSUPPORTED_FORMAT",
+        "exclusiveMinimum": "SCHEMA_UNSUPPORTED_EXCLUSIVEMINIMUM",
+        "exclusiveMaximum": "SCHEMA_UNSUPPORTED_EXCLUSIVEMAXIMUM",
+        "multipleOf": "SCHEMA_UNSUPPORTED_MULTIPLEOF",
+        "uniqueItems": "SCHEMA_UNSUPPORTED_UNIQUEITEMS",
+        "default": "SCHEMA_UNSUPPORTED_DEFAULT",
+        "$schema": "SCHEMA_UNSUPPORTED_SCHEMA",
+        "$id": "SCHEMA_UNSUPPORTED_ID",
+    }
+)
+"""Keywords the subset refuses by name (additionalProperties-as-schema is checked apart)."""

@@ -1,0 +1,105 @@
+"""The compiler's entry points: a list of named passes from a declaration to the IR.
+
+``parse`` → ``structure`` → ``resolve`` → ``check`` → ``defaults`` → ``lower``. Every pass up to
+``check`` reports into its own collector and all of them run, so one call reports every problem
+it can find; diagnostics are then sorted into document order. Lowering runs only on a
+declaration with no diagnostics.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler import parse, resolve, rules, structure
+from compiler.diagnostics import Collector, CompileError, Diagnostic
+from compiler.lower import fill_defaults, lower
+from compiler.pointer import document_order
+from policy.ir import Project
+from policy.jsonvalue import thaw
+
+Check = Callable[[Mapping[str, Any], Collector], None]
+
+CHECK_PASSES: tuple[tuple[str, Check], ...] = (
+    (structure.PASS, lambda doc, out: structure.check_node(Project, doc, "", out)),
+    (resolve.PASS, resolve.check_references),
+    (rules.PASS, rules.check_rules),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CompileResult:
+    """What compiling one source gave: the IR when there were no diagnostics."""
+
+    project: Project | None
+    diagnostics: tuple[Diagnostic, ...]
+    source: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.project is not None
+
+
+def check_document(doc: Any) -> list[Diagnostic]:
+    """Every diagnostic of a parsed declaration, in document order."""
+    if not isinstance(doc, Mapping):
+        out = Collector(structure.PASS)
+        structure.check_node(Project, doc, "", out)
+        return out.items
+    found: list[Diagnostic] = []
+    for name, run in CHECK_PASSES:
+        out = Collector(name)
+        run(doc, out)
+        found.extend(out.items)
+    return sorted(found, key=lambda d: document_order(doc, d.pointer or ""))
+
+
+def compile_document(doc: Any) -> CompileResult:
+    diagnostics = check_document(doc)
+    if diagnostics:
+        return CompileResult(None, tuple(diagnostics))
+    return CompileResult(lower(fill_defaults(doc)), ())
+
+
+def compile_text(text: str) -> CompileResult:
+    """Compile the text of a JSON project."""
+    out = Collector(parse.PASS)
+    doc = parse.parse_json_text(text, out)
+    if doc is None:
+        return CompileResult(None, tuple(out.items), text)
+    found = sorted([*out.items, *check_document(doc)],
+                   key=lambda d: document_order(doc, d.pointer or ""))
+    if found:
+        return CompileResult(None, tuple(found), text)
+    return CompileResult(lower(fill_defaults(doc)), (), text)
+
+
+def compile_file(path: str | os.PathLike[str]) -> CompileResult:
+    """Compile a project file (``.json``; ``.seif`` is refused until its front end ships)."""
+    out = Collector(parse.PASS)
+    file = Path(path)
+    if file.suffix == ".seif":
+        out.error("FILE_UNREADABLE", "", "the `.seif` front end is not available in this "
+                  "version; write the project as JSON (see docs/project-format.md)")
+        return CompileResult(None, tuple(out.items))
+    text = parse.read_text(file, out)
+    if text is None:
+        return CompileResult(None, tuple(out.items))
+    return compile_text(text)
+
+
+def compile_project(source: str | os.PathLike[str] | Mapping[str, Any]) -> Project:
+    """Compile a project file path or an already-parsed declaration into the IR.
+
+    Raises :class:`CompileError` carrying every diagnostic found.
+    """
+    if isinstance(source, Mapping):
+        result = compile_document(thaw(source))
+    else:
+        result = compile_file(source)
+    if result.project is None:
+        raise CompileError(result.diagnostics)
+    return result.project

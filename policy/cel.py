@@ -1,0 +1,176 @@
+"""CEL conditions: checked and compiled once per build, evaluated on the hot path.
+
+The cost of one evaluation is bounded by construction: an expression is at most 1,024
+characters, may use only the identifiers of its stage, may not nest comprehension macros
+(``all``, ``exists``, ``exists_one``, ``map``, ``filter``) inside one another, and its inputs are
+bounded by the tool's argument schema and the request size limits. Evaluation reads no clock,
+draws no random numbers and does no I/O; a failure is a value, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import celpy
+from lark import Token, Tree
+
+MAX_LENGTH = 1024
+MAX_MACRO_NESTING = 1
+MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+STAGE_IDENTIFIERS = {
+    "disclosure": frozenset({"context"}),
+    "call": frozenset({"args", "context", "call"}),
+}
+_BOOLEAN_ROOTS = frozenset(
+    {"conditionalor", "conditionaland", "relation_lt", "relation_le", "relation_gt",
+     "relation_ge", "relation_eq", "relation_ne", "relation_in", "unary_not"}
+)
+_NON_BOOLEAN_ROOTS = frozenset(
+    {"addition_add", "addition_sub", "multiplication_mul", "multiplication_div",
+     "multiplication_mod", "unary_neg", "list_lit", "map_lit"}
+)
+
+_OPERATOR_NODES = frozenset({"addition", "multiplication", "relation", "unary"})
+"""Nodes whose first child names their operator (``addition_add`` holds the left operand)."""
+
+_ENV = celpy.Environment()
+
+
+@dataclass(frozen=True, slots=True)
+class CelProblem:
+    """A compile-time problem: a diagnostic code, a message, and a 1-based line and column."""
+
+    code: str
+    message: str
+    line: int = 1
+    column: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledExpression:
+    """One checked expression and its program; equality is the source text."""
+
+    text: str
+    stage: str
+    program: Any = field(compare=False, repr=False)
+
+
+def _walk_identifiers(node: Any, bound: frozenset[str], out: list[tuple[str, int, int]]) -> None:
+    if isinstance(node, Token) or not isinstance(node, Tree):
+        return
+    if node.data == "ident" and node.children:
+        tok = node.children[0]
+        if str(tok) not in bound:
+            out.append((str(tok), getattr(tok, "line", 1) or 1, getattr(tok, "column", 1) or 1))
+        return
+    if node.data == "member_dot_arg" and _macro_name(node) in MACROS:
+        target, _name, *rest = node.children
+        _walk_identifiers(target, bound, out)
+        args = list(rest[0].children) if rest and isinstance(rest[0], Tree) else []
+        binder = _binder(args[0]) if args else None
+        inner = bound | {binder} if binder else bound
+        for arg in args[1:]:
+            _walk_identifiers(arg, inner, out)
+        return
+    for child in node.children:
+        _walk_identifiers(child, bound, out)
+
+
+def _macro_name(node: Tree[Any]) -> str:
+    return str(node.children[1]) if len(node.children) > 1 else ""
+
+
+def _binder(expr: Any) -> str | None:
+    idents = [t for t in _subtrees(expr) if t.data == "ident"]
+    return str(idents[0].children[0]) if len(idents) == 1 else None
+
+
+def _subtrees(node: Any) -> Iterator[Tree[Any]]:
+    if isinstance(node, Tree):
+        yield node
+        for child in node.children:
+            yield from _subtrees(child)
+
+
+def _macro_depth(node: Any) -> int:
+    if not isinstance(node, Tree):
+        return 0
+    inner = max((_macro_depth(c) for c in node.children), default=0)
+    is_macro = node.data == "member_dot_arg" and _macro_name(node) in MACROS
+    return inner + 1 if is_macro else inner
+
+
+def _root_kind(tree: Tree[Any]) -> str:
+    """The kind of the outermost operation: wrappers with a single child are looked through."""
+    node: Any = tree
+    while isinstance(node, Tree) and len(node.children) == 1 and isinstance(node.children[0], Tree):
+        node = node.children[0]
+    if not isinstance(node, Tree):
+        return "token"
+    if node.data in _OPERATOR_NODES and isinstance(node.children[0], Tree):
+        return str(node.children[0].data)
+    if node.data == "literal":
+        text = str(node.children[0])
+        return "literal_bool" if text in ("true", "false") else "literal_other"
+    return str(node.data)
+
+
+def check_expression(text: str, stage: str) -> list[CelProblem]:
+    """Every problem of ``text`` as a condition of ``stage`` (``disclosure`` or ``call``)."""
+    if len(text) > MAX_LENGTH:
+        return [CelProblem("CEL_TOO_LONG", f"expression has {len(text)} characters, at most "
+                           f"{MAX_LENGTH} are allowed")]
+    try:
+        tree = _ENV.compile(text)
+    except celpy.CELParseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        return [CelProblem("CEL_SYNTAX", f"cel syntax error: {first}",
+                           int(getattr(exc, "line", 1) or 1), int(getattr(exc, "column", 1) or 1))]
+    problems: list[CelProblem] = []
+    allowed = STAGE_IDENTIFIERS[stage]
+    found: list[tuple[str, int, int]] = []
+    _walk_identifiers(tree, frozenset(), found)
+    for name, line, column in found:
+        if name not in allowed:
+            names = ", ".join(f"`{n}`" for n in sorted(allowed))
+            problems.append(CelProblem("CEL_UNKNOWN_IDENTIFIER",
+                                       f"unknown identifier `{name}`; use {names}", line, column))
+    if _macro_depth(tree) > MAX_MACRO_NESTING:
+        problems.append(CelProblem("CEL_TOO_COMPLEX", "comprehension macros may not be nested"))
+    kind = _root_kind(tree)
+    if kind in _NON_BOOLEAN_ROOTS or kind == "literal_other":
+        problems.append(CelProblem("CEL_NOT_BOOLEAN", "expression does not yield a boolean"))
+    return problems
+
+
+def compile_expression(text: str, stage: str) -> CompiledExpression:
+    """Compile a checked expression; raises ``ValueError`` naming the first problem."""
+    problems = check_expression(text, stage)
+    if problems:
+        raise ValueError(f"{problems[0].code}: {problems[0].message}")
+    return CompiledExpression(text, stage, _ENV.program(_ENV.compile(text)))
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The outcome of one evaluation: ``value`` when it yielded a boolean, else ``error``."""
+
+    value: bool | None
+    error: str | None = None
+
+
+def evaluate(expression: CompiledExpression, activation: Mapping[str, Any]) -> Evaluation:
+    """Evaluate with plain JSON values; any failure (type error, missing field, non-boolean)
+    is an :class:`Evaluation` with an ``error`` that names no argument value."""
+    try:
+        cel_activation = {k: celpy.json_to_cel(v) for k, v in activation.items()}
+        result = expression.program.evaluate(cel_activation)
+    except Exception as exc:  # noqa: BLE001  # cel-python raises many unrelated types; fail closed
+        return Evaluation(None, type(exc).__name__)
+    if isinstance(result, celpy.celtypes.BoolType) or isinstance(result, bool):
+        return Evaluation(bool(result))
+    if isinstance(result, Exception):
+        return Evaluation(None, type(result).__name__)
+    return Evaluation(None, "NonBooleanResult")

@@ -1,0 +1,225 @@
+"""The policy IR: immutable values compiled from a project declaration.
+
+Every class is a frozen, slotted dataclass; collections are tuples and JSON documents are frozen
+(:mod:`policy.jsonvalue`). Field metadata names the declaration key of each field and the rule it
+follows (:mod:`policy.constraints`), so the IR's encoding *is* the normalized declaration: the
+compiler can re-check a decoded build with the same passes as a source file. Fields marked
+``DERIVED`` (contract digests, compiled validators and CEL programs, token estimates) are
+computed once on construction and take part neither in equality nor in the encoding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from policy.canonical import canonical_json_bytes
+from policy.cel import CompiledExpression, compile_expression
+from policy.constraints import (
+    DERIVED,
+    ID,
+    NAME,
+    SEMVER,
+    Exactly,
+    JsonAny,
+    JsonObject,
+    Length,
+    OneOf,
+    Range,
+    key,
+)
+from policy.digest import contract_digest
+from policy.jsonvalue import EMPTY_MAP, FrozenMap, JsonValue
+from policy.schema import Validator, compile_validator
+
+PROJECT_FORMAT = "seif.context-project.v1"
+ROLES = ("system", "developer", "user", "assistant")
+PARTICIPATION = ("include", "exclude")
+EFFECTS = ("read", "write")
+APPROVALS = ("none", "required")
+FIXTURE_STATES = ("READY", "UNAVAILABLE")
+CONDITION_ACTIONS = ("DENY", "REQUIRE_APPROVAL")
+EXPECT_OUTCOMES = ("ALLOW", "DENY")
+RESOLUTIONS = ("RESOLVED", "BLOCKED")
+
+_FROZEN = dict(frozen=True, slots=True, kw_only=True)
+
+
+def _derived(**kw: Any) -> Any:
+    return field(init=False, compare=False, repr=False, metadata=DERIVED, **kw)
+
+
+def estimate_tokens(data: bytes) -> int:
+    """The spec's estimate: ``ceil(utf8_bytes / 4)``."""
+    return math.ceil(len(data) / 4)
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class ContextMessage:
+    id: str = field(metadata=key("id", ID))
+    role: str = field(metadata=key("role", OneOf(ROLES)))
+    text: str = field(metadata=key("text", Length(1, 1 << 20)))
+    required: bool = field(default=True, metadata=key("required"))
+    tokens: int = _derived()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tokens", estimate_tokens(self.text.encode("utf-8")))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Condition:
+    when: str = field(metadata=key("when", Length(1, 1024)))
+    then: str = field(metadata=key("then", OneOf(CONDITION_ACTIONS)))
+    reason: str = field(default="", metadata=key("reason", Length(0, 1024)))
+    program: CompiledExpression = _derived()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "program", compile_expression(self.when, "call"))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class ToolRule:
+    tool: str = field(metadata=key("tool", ID))
+    participation: str = field(metadata=key("participation", OneOf(PARTICIPATION)))
+    required: bool = field(default=False, metadata=key("required"))
+    when: str | None = field(default=None, metadata=key("when", Length(1, 1024)))
+    conditions: tuple[Condition, ...] = field(default=(), metadata=key("conditions"))
+    when_program: CompiledExpression | None = _derived()
+
+    def __post_init__(self) -> None:
+        program = None if self.when is None else compile_expression(self.when, "disclosure")
+        object.__setattr__(self, "when_program", program)
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Profile:
+    id: str = field(metadata=key("id", ID))
+    token_ceiling: int = field(
+        metadata=key("tokenCeiling", Range(1, 1_000_000), optional=True)
+    )
+    context: tuple[ContextMessage, ...] = field(default=(), metadata=key("context"))
+    tool_rules: tuple[ToolRule, ...] = field(default=(), metadata=key("toolRules"))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Objective:
+    id: str = field(metadata=key("id", ID))
+    profile: str = field(metadata=key("profile", ID))
+    description: str | None = field(default=None, metadata=key("description", Length(0, 4096)))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Tool:
+    id: str = field(metadata=key("id", ID))
+    name: str = field(metadata=key("name", NAME))
+    version: str = field(metadata=key("version", SEMVER))
+    description: str = field(metadata=key("description", Length(1, 1024)))
+    parameters: FrozenMap = field(metadata=key("parameters", JsonObject()))
+    result: FrozenMap | None = field(default=None, metadata=key("result", JsonObject()))
+    effect: str = field(metadata=key("effect", OneOf(EFFECTS)))
+    approval: str = field(metadata=key("approval", OneOf(APPROVALS), optional=True))
+    max_calls: int = field(metadata=key("maxCalls", Range(1, 20), optional=True))
+    timeout_ms: int = field(metadata=key("timeoutMs", Range(100, 30000), optional=True))
+    contract_digest: str = _derived()
+    model_schema: FrozenMap = _derived()
+    tokens: int = _derived()
+    validator: Validator = _derived()
+    result_validator: Validator | None = _derived()
+
+    def __post_init__(self) -> None:
+        digest = contract_digest(
+            id=self.id, name=self.name, version=self.version,
+            parameters=self.parameters, result=self.result,
+        )
+        model = FrozenMap(name=self.name, description=self.description,
+                          parameters=self.parameters)
+        set_ = object.__setattr__
+        set_(self, "contract_digest", digest)
+        set_(self, "model_schema", model)
+        set_(self, "tokens", estimate_tokens(canonical_json_bytes(model)))
+        set_(self, "validator", compile_validator(self.parameters))
+        set_(self, "result_validator",
+             None if self.result is None else compile_validator(self.result))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Fixture:
+    state: str = field(metadata=key("state", OneOf(FIXTURE_STATES)))
+    version: str | None = field(default=None, metadata=key("version", SEMVER))
+    contract_digest: str | None = field(
+        default=None, metadata=key("contractDigest", Length(1, 200))
+    )
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class TestCall:
+    tool: str = field(metadata=key("tool", ID))
+    arguments: JsonValue = field(default=EMPTY_MAP, metadata=key("arguments", JsonAny()))
+    expect: str = field(metadata=key("expect", OneOf(EXPECT_OUTCOMES)))
+    reason: str | None = field(default=None, metadata=key("reason", Length(1, 64)))
+    approved: bool = field(default=False, metadata=key("approved"))
+    call_id: str | None = field(default=None, metadata=key("callId", Length(1, 256)))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Membership:
+    """``include`` / ``exclude`` id lists of a test expectation."""
+
+    include: tuple[str, ...] = field(default=(), metadata=key("include"))
+    exclude: tuple[str, ...] = field(default=(), metadata=key("exclude"))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class ToolExpectation:
+    include: tuple[str, ...] = field(default=(), metadata=key("include"))
+    exclude: tuple[str, ...] = field(default=(), metadata=key("exclude"))
+    calls: tuple[TestCall, ...] = field(default=(), metadata=key("calls"))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Expectation:
+    resolution: str = field(default="RESOLVED", metadata=key("resolution", OneOf(RESOLUTIONS)))
+    causes: tuple[str, ...] = field(default=(), metadata=key("causes"))
+    context: Membership | None = field(default=None, metadata=key("context"))
+    tools: ToolExpectation | None = field(default=None, metadata=key("tools"))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class ProjectTest:
+    id: str = field(metadata=key("id", ID))
+    objective: str = field(metadata=key("objective", ID))
+    description: str | None = field(default=None, metadata=key("description", Length(0, 4096)))
+    guard: bool = field(default=False, metadata=key("guard"))
+    fixtures: str | Mapping[str, Fixture] | None = field(
+        default=None, metadata=key("fixtures", OneOf(("current",)))
+    )
+    expect: Expectation = field(default=Expectation(), metadata=key("expect"))
+
+
+@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+class Project:
+    """A compiled project: the root of the IR."""
+
+    format: str = field(
+        default=PROJECT_FORMAT, metadata=key("format", Exactly(PROJECT_FORMAT, "FORMAT_UNSUPPORTED"))
+    )
+    id: str = field(metadata=key("id", ID))
+    version: str = field(metadata=key("version", SEMVER))
+    description: str | None = field(default=None, metadata=key("description", Length(0, 4096)))
+    objectives: tuple[Objective, ...] = field(metadata=key("objectives"))
+    profiles: tuple[Profile, ...] = field(metadata=key("profiles"))
+    tools: tuple[Tool, ...] = field(default=(), metadata=key("tools"))
+    tool_fixtures: Mapping[str, Fixture] = field(default=EMPTY_MAP, metadata=key("toolFixtures"))
+    tests: tuple[ProjectTest, ...] = field(default=(), metadata=key("tests"))
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.tools)
+
+    def tool(self, tool_id: str) -> Tool | None:
+        for t in self.tools:
+            if t.id == tool_id:
+                return t
+        return None

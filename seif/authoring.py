@@ -1,0 +1,66 @@
+"""`seif validate` and `seif build`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from compiler.build import write_build
+from compiler.diagnostics import Diagnostic, render_text
+from compiler.project import CompileResult, compile_file
+from policy.ir import Project
+from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
+
+
+def exit_code_for(result: CompileResult) -> int:
+    """0 valid; 2 when the file could not be read at all; 1 for any other diagnostic."""
+    if result.ok:
+        return EXIT_OK
+    if any(d.code == "FILE_UNREADABLE" for d in result.diagnostics):
+        return EXIT_USAGE
+    return EXIT_NOT_ACCEPTABLE
+
+
+def tool_rows(project: Project | None) -> list[dict[str, Any]]:
+    if project is None:
+        return []
+    return [{"id": t.id, "version": t.version, "contractDigest": t.contract_digest}
+            for t in project.tools]
+
+
+def print_diagnostics(filename: str, diagnostics: tuple[Diagnostic, ...], source: str | None,
+                      *, to_stderr: bool = False) -> None:
+    for d in diagnostics:
+        text = render_text(d, filename, source)
+        warn(text) if to_stderr else say(text)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    result = compile_file(args.project)
+    if args.json:
+        emit_json({
+            "ok": result.ok,
+            "diagnostics": [d.to_json() for d in result.diagnostics],
+            "tools": tool_rows(result.project),
+        })
+        return exit_code_for(result)
+    print_diagnostics(args.project, result.diagnostics, result.source)
+    if result.project is None:
+        count = len(result.diagnostics)
+        say(f"{args.project}: invalid, {count} error{'s' if count != 1 else ''}")
+    else:
+        say(f"{args.project}: valid, {len(result.project.tools)} tools")
+        for row in tool_rows(result.project):
+            say(f"  {row['id']} {row['version']} {row['contractDigest']}")
+    return exit_code_for(result)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    result = compile_file(args.project)
+    if result.project is None:
+        print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)
+        warn(f"{args.project}: invalid, no build written")
+        return exit_code_for(result)
+    build = write_build(result.project, args.out)
+    say(build.digest)
+    return EXIT_OK

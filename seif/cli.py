@@ -1,0 +1,46 @@
+"""The `seif` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from seif import __version__
+from seif.authoring import cmd_build, cmd_validate
+from seif.output import EXIT_USAGE
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]  # argparse's is NoReturn
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="seif", description="Declarative policy for the tools an AI agent "
+                     "may see and call.")
+    parser.add_argument("--version", action="version", version=f"seif {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    validate = sub.add_parser("validate", help="check a project declaration")
+    validate.add_argument("--project", required=True, metavar="FILE")
+    validate.add_argument("--json", action="store_true", help="print one JSON document")
+    validate.set_defaults(run=cmd_validate)
+
+    build = sub.add_parser("build", help="validate, test and write an immutable build")
+    build.add_argument("--project", required=True, metavar="FILE")
+    build.add_argument("--out", required=True, metavar="DIR")
+    build.set_defaults(run=cmd_build)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
