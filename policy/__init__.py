@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from policy import digest as _digest
+from policy.decision import ALLOW, DENY, DUPLICATE, Decision, decide
+from policy.disclosure import Disclosure, Omission, Tokens, disclose
+from policy.explain import Explanation
 from policy.ir import Project, Tool
+from policy.state import Approval, Call, ContextState, argument_identity, fingerprint, millis
+from policy.testing import TestReport, run_tests
 
 
 def contract_digest(contract: Tool | Mapping[str, Any]) -> str:
@@ -24,4 +29,9 @@ def contract_digest(contract: Tool | Mapping[str, Any]) -> str:
     )
 
 
-__all__ = ["Project", "Tool", "contract_digest"]
+__all__ = [
+    "disclose", "decide", "run_tests", "contract_digest",
+    "Project", "Tool", "Disclosure", "Omission", "Tokens", "Explanation",
+    "Call", "ContextState", "Approval", "Decision", "ALLOW", "DENY", "DUPLICATE",
+    "TestReport", "argument_identity", "fingerprint", "millis",
+]

@@ -101,6 +101,12 @@ class Profile:
     )
     context: tuple[ContextMessage, ...] = field(default=(), metadata=key("context"))
     tool_rules: tuple[ToolRule, ...] = field(default=(), metadata=key("toolRules"))
+    rule_index: FrozenMap = _derived()
+    """tool id -> index of its rule in ``tool_rules``."""
+
+    def __post_init__(self) -> None:
+        index = FrozenMap((rule.tool, i) for i, rule in enumerate(self.tool_rules))
+        object.__setattr__(self, "rule_index", index)
 
 
 @dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
@@ -213,13 +219,25 @@ class Project:
     tools: tuple[Tool, ...] = field(default=(), metadata=key("tools"))
     tool_fixtures: Mapping[str, Fixture] = field(default=EMPTY_MAP, metadata=key("toolFixtures"))
     tests: tuple[ProjectTest, ...] = field(default=(), metadata=key("tests"))
+    tool_by_id: FrozenMap = _derived()
+    profile_by_id: FrozenMap = _derived()
+    objective_by_id: FrozenMap = _derived()
+    tool_position: FrozenMap = _derived()
+    profile_position: FrozenMap = _derived()
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "tool_by_id", FrozenMap((t.id, t) for t in self.tools))
+        set_(self, "profile_by_id", FrozenMap((p.id, p) for p in self.profiles))
+        set_(self, "objective_by_id", FrozenMap((o.id, o) for o in self.objectives))
+        set_(self, "tool_position", FrozenMap((t.id, i) for i, t in enumerate(self.tools)))
+        set_(self, "profile_position",
+             FrozenMap((p.id, i) for i, p in enumerate(self.profiles)))
 
     @property
     def has_tools(self) -> bool:
         return bool(self.tools)
 
     def tool(self, tool_id: str) -> Tool | None:
-        for t in self.tools:
-            if t.id == tool_id:
-                return t
-        return None
+        found: Tool | None = self.tool_by_id.get(tool_id)
+        return found

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from compiler.build import write_build
 from compiler.diagnostics import Diagnostic, render_text
 from compiler.project import CompileResult, compile_file
 from policy.ir import Project
+from policy.testing import TestReport, run_tests
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
 
 
@@ -61,6 +63,41 @@ def cmd_build(args: argparse.Namespace) -> int:
         print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)
         warn(f"{args.project}: invalid, no build written")
         return exit_code_for(result)
+    report = run_tests(result.project)
+    if not report.passed:
+        print_report(args.project, report, to_stderr=True)
+        warn(f"{args.project}: tests failed, no build written")
+        return EXIT_NOT_ACCEPTABLE
     build = write_build(result.project, args.out)
     say(build.digest)
     return EXIT_OK
+
+
+def print_report(filename: str, report: TestReport, *, to_stderr: bool = False) -> None:
+    """Every failing assertion with expected and actual, then the two figures."""
+    out = warn if to_stderr else say
+    for result, assertion in report.failures():
+        out(f"{filename}:{assertion.pointer}: FAIL {result.id}: {assertion.subject}: "
+            f"expected {_show(assertion.expected)}, actual {_show(assertion.actual)}")
+    out(f"context: {report.figure('context')} passed, tools: {report.figure('tools')} passed")
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    result = compile_file(args.project)
+    if result.project is None:
+        if args.json:
+            emit_json({"ok": False, "diagnostics": [d.to_json() for d in result.diagnostics]})
+        else:
+            print_diagnostics(args.project, result.diagnostics, result.source)
+        return exit_code_for(result)
+    report = run_tests(result.project)
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        print_report(args.project, report)
+        say(f"{len(report.results)} tests, {sum(r.passed for r in report.results)} passed")
+    return EXIT_OK if report.passed else EXIT_NOT_ACCEPTABLE

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from seif import __version__
-from seif.authoring import cmd_build, cmd_validate
+from seif.authoring import cmd_build, cmd_test, cmd_validate
 from seif.output import EXIT_USAGE
 
 
@@ -28,6 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--project", required=True, metavar="FILE")
     validate.add_argument("--json", action="store_true", help="print one JSON document")
     validate.set_defaults(run=cmd_validate)
+
+    test = sub.add_parser("test", help="run the project's tests with the engine alone")
+    test.add_argument("--project", required=True, metavar="FILE")
+    test.add_argument("--json", action="store_true", help="print one JSON document")
+    test.set_defaults(run=cmd_test)
 
     build = sub.add_parser("build", help="validate, test and write an immutable build")
     build.add_argument("--project", required=True, metavar="FILE")

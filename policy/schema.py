@@ -1,0 +1,507 @@
+"""Values against the bounded JSON Schema subset, compiled once per schema.
+
+:func:`compile_validator` turns a schema of the subset (``project-format.md``) into a
+:class:`Validator` with two entry points:
+
+- ``is_valid(value)``, the hot path: Python source generated for this one schema (every check
+  inlined, no recursion, constants bound as closure cells or written as ``repr`` literals, which
+  is safe for any string) and compiled once;
+- ``errors(value)``, run only to explain a failure: a walk over a parsed copy of the schema that
+  reports every failing keyword with a JSON pointer into the value.
+
+Both follow JSON semantics, not Python's: ``True`` is not a number, ``1.0`` is an integer, enum
+and const compare numbers by value but never booleans with numbers, NaN and infinities are never
+valid (also inside the unconstrained values that ``additionalProperties: true`` admits), and
+strings count code points. Objects are ``dict`` (so :class:`~policy.jsonvalue.FrozenMap`) and
+arrays ``list`` or ``tuple``. Recursion follows the schema (at most 8 levels); unconstrained
+values, however deep, are checked without recursion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from policy.canonical import escape_pointer_token
+
+MAX_DEPTH = 8
+TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
+_ARR = (list, tuple)
+_BOUNDS = {
+    "string": ("minLength", "maxLength"),
+    "array": ("minItems", "maxItems"),
+    "integer": ("minimum", "maximum"),
+    "number": ("minimum", "maximum"),
+}
+_COUNTED = {"string": "characters", "array": "items"}
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaError:
+    """One failing keyword: where in the value (RFC 6901 pointer, ``""`` = root), and why."""
+
+    pointer: str
+    keyword: str
+    message: str
+
+
+# ---------------------------------------------------------------- JSON helpers without recursion
+
+
+def deep_finite(value: object) -> bool:
+    """:func:`~policy.jsonvalue.is_finite_json` without recursion: any depth, no NaN/inf."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is float:
+        return bool(value - value == 0.0)  # type: ignore[operator]  # t is float; NaN/inf give NaN
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        t = type(item)
+        if t is float:
+            if item - item != 0.0:  # type: ignore[operator]  # t is float
+                return False
+        elif t is str or t is int or t is bool or item is None:
+            continue
+        elif isinstance(item, dict):
+            if not all(type(k) is str for k in item):
+                return False
+            stack.extend(item.values())
+        elif isinstance(item, _ARR):
+            stack.extend(item)
+        else:
+            return False
+    return True
+
+
+def deep_equal(a: object, b: object) -> bool:
+    """:func:`~policy.jsonvalue.json_equal` without recursion: ``1 == 1.0``, ``True != 1``."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        tx, ty = type(x), type(y)
+        if tx is bool or ty is bool:
+            if x is not y:
+                return False
+        elif tx in (int, float) and ty in (int, float):
+            if x != y:
+                return False
+        elif isinstance(x, dict):
+            if not isinstance(y, dict) or x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, _ARR):
+            if not isinstance(y, _ARR) or len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif tx is not ty or x != y:
+            return False
+    return True
+
+
+def _any_equal(value: object, options: tuple[Any, ...]) -> bool:
+    return any(deep_equal(value, option) for option in options)
+
+
+def _is_integer(v: Any) -> bool:
+    t = type(v)
+    return t is int or (t is float and v.is_integer())
+
+
+def _is_number(v: Any) -> bool:
+    t = type(v)
+    return t is int or (t is float and v - v == 0.0)
+
+
+_TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, _ARR),
+    "string": lambda v: type(v) is str,
+    "integer": _is_integer,
+    "number": _is_number,
+    "boolean": lambda v: v is True or v is False,
+    "null": lambda v: v is None,
+}
+"""The same tests as :data:`_TYPE_CODE`, for the error walk; keep the two in step."""
+
+_TYPE_CODE = {
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, _ARR)",
+    "string": "type({v}) is str",
+    "integer": "(type({v}) is int or (type({v}) is float and {v}.is_integer()))",
+    "number": "(type({v}) is int or (type({v}) is float and {v} - {v} == 0.0))",
+    "boolean": "({v} is True or {v} is False)",
+    "null": "{v} is None",
+}
+
+
+# ---------------------------------------------------------------- the parsed schema
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    type: str
+    props: tuple[tuple[str, str, _Node], ...] = ()  # (name, pointer token, schema)
+    declared: frozenset[str] = frozenset()
+    required: tuple[str, ...] = ()
+    additional: bool = False
+    items: _Node | None = None
+    low: int | float | None = None  # minLength, minItems or minimum
+    high: int | float | None = None  # maxLength, maxItems or maximum
+    enum: tuple[Any, ...] | None = None
+    enum_set: frozenset[Any] | None = None  # when every enum value is a scalar of the node's type
+    const: tuple[Any, ...] = ()  # (value,) when the node has `const`
+
+
+def _bound(schema: Mapping[str, Any], key: str, counted: bool) -> int | float | None:
+    value = schema.get(key)
+    if value is None or type(value) is bool:
+        return None
+    if counted and type(value) is float and value.is_integer():
+        return int(value)
+    return value if type(value) in (int, float) else None
+
+
+def _scalar_set(node_type: str, values: tuple[Any, ...]) -> frozenset[Any] | None:
+    """A frozenset usable for membership once the value passed the type test, else None."""
+    if node_type in ("object", "array"):
+        return None
+    test = _TYPE_TESTS[node_type]
+    if all(test(v) for v in values):
+        return frozenset(values)
+    return None
+
+
+def _parse(schema: object, depth: int) -> _Node:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {MAX_DEPTH} levels")
+    if not isinstance(schema, Mapping):
+        raise ValueError("a schema node must be an object")
+    node_type = schema.get("type")
+    if node_type not in TYPES:
+        raise ValueError(f"schema node without a supported `type`: `{node_type!r}`")
+    low_key, high_key = _BOUNDS.get(node_type, ("", ""))
+    counted = node_type in _COUNTED
+    props: tuple[tuple[str, str, _Node], ...] = ()
+    items = None
+    if node_type == "object":
+        raw = schema.get("properties") or {}
+        props = tuple((k, escape_pointer_token(k), _parse(v, depth + 1)) for k, v in raw.items())
+    if node_type == "array" and "items" in schema:
+        items = _parse(schema["items"], depth + 1)
+    enum = tuple(schema["enum"]) if "enum" in schema else None
+    return _Node(
+        type=node_type,
+        props=props,
+        declared=frozenset(name for name, _, _ in props),
+        required=tuple(schema.get("required") or ()) if node_type == "object" else (),
+        additional=schema.get("additionalProperties", False) is True,
+        items=items,
+        low=_bound(schema, low_key, counted),
+        high=_bound(schema, high_key, counted),
+        enum=enum,
+        enum_set=None if enum is None else _scalar_set(node_type, enum),
+        const=(schema["const"],) if "const" in schema else (),
+    )
+
+
+# ---------------------------------------------------------------- the generated fast path
+
+
+def _literal(value: object) -> bool:
+    if value is None or type(value) is bool:
+        return True
+    if isinstance(value, int) and type(value) is int:
+        return abs(value) < 2**62
+    if isinstance(value, float) and type(value) is float:
+        return value - value == 0.0
+    return isinstance(value, str) and type(value) is str and len(value) < 256
+
+
+class _Source:
+    """Python source of one ``is_valid`` function; constants go to closure cells."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.cells: dict[str, object] = {}
+        self.by_id: dict[int, str] = {}  # the parsed schema outlives the generation
+        self.count = 0
+
+    def name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def const(self, value: object) -> str:
+        """A literal for small scalars (``repr`` is exact and safe), else a closure cell."""
+        if _literal(value):
+            return repr(value)
+        if id(value) not in self.by_id:
+            self.by_id[id(value)] = cell = self.name("_k")
+            self.cells[cell] = value
+        return self.by_id[id(value)]
+
+    def fail_unless(self, indent: int, conditions: list[str]) -> None:
+        self.lines.append("    " * indent + f"if not ({' and '.join(conditions)}): return False")
+
+    def node(self, node: _Node, var: str, indent: int) -> None:
+        conditions = [_TYPE_CODE[node.type].format(v=var)]
+        conditions += self.bounds(node, var) + self.values(node, var)
+        if node.type == "object":
+            self.object(node, var, indent, conditions)
+        elif node.type == "array":
+            self.array(node, var, indent, conditions)
+        else:
+            self.fail_unless(indent, conditions)
+
+    def bounds(self, node: _Node, var: str) -> list[str]:
+        measured = f"len({var})" if node.type in _COUNTED else var
+        out = []
+        if node.low is not None:
+            out.append(f"{measured} >= {self.const(node.low)}")
+        if node.high is not None:
+            out.append(f"{measured} <= {self.const(node.high)}")
+        return out
+
+    def values(self, node: _Node, var: str) -> list[str]:
+        out = []
+        if node.enum_set is not None:
+            out.append(f"{var} in {self.const(node.enum_set)}")
+        elif node.enum is not None:
+            out.append(f"_anyeq({var}, {self.const(node.enum)})")
+        if node.const:
+            (value,) = node.const
+            if node.type in ("string", "integer", "number") and _TYPE_TESTS[node.type](value):
+                out.append(f"{var} == {self.const(value)}")
+            else:
+                out.append(f"_eq({var}, {self.const(value)})")
+        return out
+
+    def object(self, node: _Node, var: str, indent: int, conditions: list[str]) -> None:
+        if not node.additional:
+            conditions.append(
+                f"{self.const(node.declared)}.issuperset({var})" if node.props else f"not {var}"
+            )
+        elif not node.props:
+            conditions.append(f"_fin({var})")
+        conditions += [f"{self.const(name)} in {var}" for name in node.required]
+        self.fail_unless(indent, conditions)
+        for name, _, child in node.props:
+            key, inner = self.const(name), indent
+            if name not in node.required:
+                self.lines.append("    " * indent + f"if {key} in {var}:")
+                inner += 1
+            child_var = self.name("v")
+            self.lines.append("    " * inner + f"{child_var} = {var}[{key}]")
+            self.node(child, child_var, inner)
+        if node.additional and node.props:
+            k, pad = self.name("k"), "    " * indent
+            self.lines.append(f"{pad}for {k} in {var}:")
+            self.lines.append(
+                f"{pad}    if {k} not in {self.const(node.declared)} and "
+                f"(type({k}) is not str or not _fin({var}[{k}])): return False"
+            )
+
+    def array(self, node: _Node, var: str, indent: int, conditions: list[str]) -> None:
+        if node.items is None:
+            conditions.append(f"_fin({var})")
+        self.fail_unless(indent, conditions)
+        if node.items is not None:
+            item = self.name("v")
+            self.lines.append("    " * indent + f"for {item} in {var}:")
+            self.node(node.items, item, indent + 1)
+
+
+_GLOBALS: dict[str, object] = {
+    "__builtins__": {},
+    "type": type,
+    "isinstance": isinstance,
+    "len": len,
+    "str": str,
+    "int": int,
+    "float": float,
+    "dict": dict,
+    "_ARR": _ARR,
+    "_fin": deep_finite,
+    "_eq": deep_equal,
+    "_anyeq": _any_equal,
+}
+
+
+def _generate(root: _Node) -> tuple[Callable[[object], bool], str]:
+    source = _Source()
+    source.node(root, "v0", 2)
+    cells = list(source.cells)
+    head = [f"def _factory({', '.join(cells)}):", "    def is_valid(v0):"]
+    text = "\n".join([*head, *source.lines, "        return True", "    return is_valid", ""])
+    namespace = dict(_GLOBALS)
+    # the text comes from the parsed schema alone: names are ours, constants repr literals or cells
+    exec(compile(text, "<seif-schema>", "exec"), namespace)
+    factory = cast("Callable[..., Callable[[object], bool]]", namespace["_factory"])
+    return factory(*source.cells.values()), text
+
+
+# ---------------------------------------------------------------- the error walk
+
+
+def _show(value: object) -> str:
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length()} bits"
+    return f"`{value!r}`" if type(value) in (int, float) else "value"
+
+
+def _describe(value: object) -> str:
+    t = type(value)
+    if t is float:
+        if value - value != 0.0:  # type: ignore[operator]  # t is float
+            return "NaN or an infinity, which JSON does not have"
+        return "an integer" if value.is_integer() else "a number"  # type: ignore[attr-defined]  # t is float
+    names = {bool: "a boolean", int: "an integer", str: "a string", type(None): "null"}
+    if t in names:
+        return names[t]
+    if isinstance(value, dict):
+        return "an object"
+    return "an array" if isinstance(value, _ARR) else f"`{t.__name__}`, which is not JSON"
+
+
+def _join(pointer: str, token: object) -> str:
+    return f"{pointer}/{escape_pointer_token(str(token))}"
+
+
+def _walk(node: _Node, value: Any, pointer: str, out: list[SchemaError]) -> None:
+    if not _TYPE_TESTS[node.type](value):
+        out.append(SchemaError(pointer, "type", f"expected `{node.type}`, got {_describe(value)}"))
+        return
+    _bound_errors(node, value, pointer, out)
+    if node.enum is not None and not (
+        value in node.enum_set if node.enum_set is not None else _any_equal(value, node.enum)
+    ):
+        out.append(SchemaError(pointer, "enum", "value is not one of the `enum` values"))
+    if node.const and not deep_equal(value, node.const[0]):
+        out.append(SchemaError(pointer, "const", "value does not equal the `const` value"))
+    if node.type == "object":
+        _object_errors(node, value, pointer, out)
+    elif node.type == "array":
+        if node.items is None:
+            _free_errors(value, pointer, out)
+        else:
+            for index, item in enumerate(value):
+                _walk(node.items, item, f"{pointer}/{index}", out)
+
+
+def _bound_errors(node: _Node, value: Any, pointer: str, out: list[SchemaError]) -> None:
+    if node.type not in _BOUNDS:
+        return
+    low_key, high_key = _BOUNDS[node.type]
+    unit = _COUNTED.get(node.type)
+    measured = len(value) if unit else value
+    shown = f"{measured} {unit}" if unit else _show(value)
+    if node.low is not None and measured < node.low:
+        message = (
+            f"{shown} is fewer than the minimum {node.low}"
+            if unit
+            else (f"{shown} is less than the minimum `{node.low!r}`")
+        )
+        out.append(SchemaError(pointer, low_key, message))
+    if node.high is not None and measured > node.high:
+        message = (
+            f"{shown} is more than the maximum {node.high}"
+            if unit
+            else (f"{shown} is greater than the maximum `{node.high!r}`")
+        )
+        out.append(SchemaError(pointer, high_key, message))
+
+
+def _object_errors(
+    node: _Node, value: dict[Any, Any], pointer: str, out: list[SchemaError]
+) -> None:
+    for name, token, child in node.props:
+        if name in value:
+            _walk(child, value[name], f"{pointer}/{token}", out)
+        elif name in node.required:
+            out.append(SchemaError(pointer, "required", f"missing required property `{name}`"))
+    for name in node.required:
+        if name not in node.declared and name not in value:
+            out.append(SchemaError(pointer, "required", f"missing required property `{name}`"))
+    for key, item in value.items():
+        if key in node.declared:
+            continue
+        if not node.additional:
+            message = f"property `{key}` is not allowed"
+            out.append(SchemaError(_join(pointer, key), "additionalProperties", message))
+        elif type(key) is not str:
+            out.append(SchemaError(_join(pointer, key), "type", f"key `{key!r}` is not a string"))
+        else:
+            _free_errors(item, _join(pointer, key), out)
+
+
+def _free_errors(value: object, pointer: str, out: list[SchemaError]) -> None:
+    """Report what in an unconstrained value is not finite JSON, in document order."""
+    stack: list[tuple[object, str]] = [(value, pointer)]
+    while stack:
+        item, where = stack.pop()
+        t = type(item)
+        if t is str or t is int or t is bool or item is None:
+            continue
+        if t is float:
+            if item - item != 0.0:  # type: ignore[operator]  # t is float
+                out.append(SchemaError(where, "type", "NaN and infinities are not valid json"))
+        elif isinstance(item, dict):
+            for key in item:
+                if type(key) is not str:
+                    message = f"key `{key!r}` is not a string"
+                    out.append(SchemaError(_join(where, key), "type", message))
+            pairs = [(v, _join(where, k)) for k, v in item.items() if type(k) is str]
+            stack.extend(reversed(pairs))
+        elif isinstance(item, _ARR):
+            stack.extend(reversed([(v, f"{where}/{i}") for i, v in enumerate(item)]))
+        else:
+            out.append(SchemaError(where, "type", f"`{t.__name__}` is not a json value"))
+
+
+# ---------------------------------------------------------------- the API
+
+
+class Validator:
+    """A schema compiled once.
+
+    ``is_valid`` is the generated function itself (an attribute, so a call costs one frame):
+    ``validator.is_valid(value) -> bool``. ``errors(value)`` lists every failure, ``()`` when
+    the value is valid. ``source`` is the generated Python, for reading and debugging.
+    """
+
+    __slots__ = ("_root", "is_valid", "source")
+
+    is_valid: Callable[[object], bool]
+
+    def __init__(self, root: _Node, is_valid: Callable[[object], bool], source: str) -> None:
+        self._root = root
+        self.is_valid = is_valid
+        self.source = source
+
+    def errors(self, value: object) -> tuple[SchemaError, ...]:
+        """Every failing keyword, in a deterministic order; ``()`` when ``value`` is valid.
+
+        Order: the node's own keywords, then declared properties in schema order, then
+        additional properties in the value's key order, then array items by index.
+        """
+        if self.is_valid(value):
+            return ()
+        out: list[SchemaError] = []
+        _walk(self._root, value, "", out)
+        return tuple(out)
+
+    def __repr__(self) -> str:
+        return f"Validator(type={self._root.type!r})"
+
+
+def compile_validator(schema: Mapping[str, Any]) -> Validator:
+    """Compile a schema of the subset (already accepted by the compiler's checker).
+
+    Raises ``ValueError`` for what is not a schema of the subset at all (a node without one of
+    the seven types, nesting deeper than 8 levels); other keywords are not looked at here.
+    """
+    root = _parse(schema, 1)
+    is_valid, source = _generate(root)
+    return Validator(root, is_valid, source)
