@@ -10,7 +10,13 @@ from compiler.diagnostics import CompileError, Diagnostic
 from compiler.project import CompileResult, compile_file, compile_project, compile_text
 
 __all__ = [
-    "compile_project", "compile_file", "compile_text", "CompileResult",
-    "CompileError", "Diagnostic",
-    "Build", "load_build", "write_build",
+    "compile_project",
+    "compile_file",
+    "compile_text",
+    "CompileResult",
+    "CompileError",
+    "Diagnostic",
+    "Build",
+    "load_build",
+    "write_build",
 ]

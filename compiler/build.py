@@ -58,14 +58,17 @@ def build_format(project: Project) -> tuple[str, str]:
 
 def build_bytes(project: Project) -> bytes:
     fmt, runtime = build_format(project)
-    return canonical_cbor({"format": fmt, "requiresRuntime": runtime,
-                           "ir": to_declaration(project)})
+    return canonical_cbor(
+        {"format": fmt, "requiresRuntime": runtime, "ir": to_declaration(project)}
+    )
 
 
 def manifest_for(project: Project, digest: str) -> dict[str, Any]:
     fmt, runtime = build_format(project)
     manifest: dict[str, Any] = {
-        "format": fmt, "requiresRuntime": runtime, "digest": digest,
+        "format": fmt,
+        "requiresRuntime": runtime,
+        "digest": digest,
         "project": {"id": project.id, "version": project.version},
     }
     if project.has_tools:
@@ -107,8 +110,7 @@ def write_build(project: Project, out_dir: str | os.PathLike[str]) -> Build:
 
 
 def _fail(code: str, pointer: str, message: str) -> CompileError:
-    return CompileError([Diagnostic(code=code, pointer=pointer, message=message,
-                                    pass_name="load")])
+    return CompileError([Diagnostic(code=code, pointer=pointer, message=message, pass_name="load")])
 
 
 def _read(directory: Path) -> tuple[bytes, Mapping[str, Any]]:
@@ -116,8 +118,11 @@ def _read(directory: Path) -> tuple[bytes, Mapping[str, Any]]:
         data = (directory / BUILD_FILE).read_bytes()
         manifest_text = (directory / MANIFEST_FILE).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _fail("BUILD_UNREADABLE", "", f"cannot read the build in `{directory}`: "
-                    f"{getattr(exc, 'strerror', None) or exc}") from None
+        raise _fail(
+            "BUILD_UNREADABLE",
+            "",
+            f"cannot read the build in `{directory}`: {getattr(exc, 'strerror', None) or exc}",
+        ) from None
     out = Collector("load")
     manifest = parse_json_text(manifest_text, out)
     if out or not isinstance(manifest, Mapping):
@@ -130,20 +135,28 @@ def load_build(build_dir: str | os.PathLike[str]) -> Build:
     data, manifest = _read(Path(build_dir))
     digest = build_digest(data)
     if manifest.get("digest") != digest:
-        raise _fail("BUILD_DIGEST_MISMATCH", "/digest",
-                    f"`{BUILD_FILE}` hashes to `{digest}`, the manifest says "
-                    f"`{manifest.get('digest')}`")
+        raise _fail(
+            "BUILD_DIGEST_MISMATCH",
+            "/digest",
+            f"`{BUILD_FILE}` hashes to `{digest}`, the manifest says `{manifest.get('digest')}`",
+        )
     body = _decode_body(data)
     project = _compile_ir(body["ir"])
     if build_bytes(project) != data:
-        raise _fail("BUILD_INVALID", "", f"`{BUILD_FILE}` is not the normalized encoding of "
-                    "the project it carries")
+        raise _fail(
+            "BUILD_INVALID",
+            "",
+            f"`{BUILD_FILE}` is not the normalized encoding of the project it carries",
+        )
     build = Build(digest, body["format"], body["requiresRuntime"], project, data)
     expected = build.manifest
     for key in sorted(set(expected) | set(manifest)):
         if manifest.get(key) != expected.get(key):
-            raise _fail("BUILD_MANIFEST_MISMATCH", f"/{key}",
-                        f"the manifest's `{key}` does not match `{BUILD_FILE}`")
+            raise _fail(
+                "BUILD_MANIFEST_MISMATCH",
+                f"/{key}",
+                f"the manifest's `{key}` does not match `{BUILD_FILE}`",
+            )
     return build
 
 
@@ -158,9 +171,12 @@ def _decode_body(data: bytes) -> Mapping[str, Any]:
     if fmt not in RUNTIME_FOR_FORMAT:
         raise _fail("BUILD_INVALID", "/format", f"build format `{fmt}` is not known")
     if runtime not in SUPPORTED_RUNTIMES or RUNTIME_FOR_FORMAT[fmt] != runtime:
-        raise _fail("RUNTIME_UNSUPPORTED", "/requiresRuntime",
-                    f"`{runtime}` is not supported by this runtime (supported: "
-                    f"{', '.join(sorted(SUPPORTED_RUNTIMES))})")
+        raise _fail(
+            "RUNTIME_UNSUPPORTED",
+            "/requiresRuntime",
+            f"`{runtime}` is not supported by this runtime (supported: "
+            f"{', '.join(sorted(SUPPORTED_RUNTIMES))})",
+        )
     return body
 
 
@@ -169,9 +185,15 @@ def _compile_ir(ir: Any) -> Project:
         raise _fail("BUILD_INVALID", "/ir", "the build's `ir` is not a map")
     result = compile_document({"format": PROJECT_FORMAT, **thaw(ir)})
     if result.project is None:
-        raise CompileError([
-            Diagnostic(code="BUILD_INVALID", pointer="/ir" + (d.pointer or ""),
-                       message=f"{d.code}: {d.message}", pass_name="load")
-            for d in result.diagnostics
-        ])
+        raise CompileError(
+            [
+                Diagnostic(
+                    code="BUILD_INVALID",
+                    pointer="/ir" + (d.pointer or ""),
+                    message=f"{d.code}: {d.message}",
+                    pass_name="load",
+                )
+                for d in result.diagnostics
+            ]
+        )
     return result.project

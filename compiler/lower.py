@@ -45,7 +45,8 @@ def _build(kind: Kind, value: Any) -> Any:
         assert kind.py is not None
         kwargs = {
             spec.name: _build(spec.kind, value[spec.key])
-            for spec in field_table(kind.py) if spec.key in value
+            for spec in field_table(kind.py)
+            if spec.key in value
         }
         return kind.py(**kwargs)
     if tag == "tuple":

@@ -43,8 +43,9 @@ def _parse_float(text: str) -> float:
 def _report_duplicates(node: Any, pointer: str, out: Collector) -> None:
     if isinstance(node, dict):
         for k in getattr(node, "duplicates", ()):
-            out.error("DUPLICATE_KEY", join(pointer, k),
-                      f"key `{k}` appears more than once; keep one")
+            out.error(
+                "DUPLICATE_KEY", join(pointer, k), f"key `{k}` appears more than once; keep one"
+            )
         for k, v in node.items():
             _report_duplicates(v, join(pointer, k), out)
     elif isinstance(node, list):
@@ -75,8 +76,9 @@ def _locate_bad_number(text: str) -> tuple[int, int]:
 def parse_json_text(text: str, out: Collector) -> Any:
     """The JSON tree of ``text`` (plain dicts and lists), or None with a diagnostic."""
     try:
-        tree = json.loads(text, object_pairs_hook=_Object, parse_constant=_bad_constant,
-                          parse_float=_parse_float)
+        tree = json.loads(
+            text, object_pairs_hook=_Object, parse_constant=_bad_constant, parse_float=_parse_float
+        )
     except json.JSONDecodeError as exc:
         out.at("JSON_SYNTAX", exc.lineno, exc.colno, f"not valid JSON: {exc.msg.lower()}")
         return None

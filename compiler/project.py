@@ -70,8 +70,9 @@ def compile_text(text: str) -> CompileResult:
     doc = parse.parse_json_text(text, out)
     if doc is None:
         return CompileResult(None, tuple(out.items), text)
-    found = sorted([*out.items, *check_document(doc)],
-                   key=lambda d: document_order(doc, d.pointer or ""))
+    found = sorted(
+        [*out.items, *check_document(doc)], key=lambda d: document_order(doc, d.pointer or "")
+    )
     if found:
         return CompileResult(None, tuple(found), text)
     return CompileResult(lower(fill_defaults(doc)), (), text)
@@ -82,8 +83,12 @@ def compile_file(path: str | os.PathLike[str]) -> CompileResult:
     out = Collector(parse.PASS)
     file = Path(path)
     if file.suffix == ".seif":
-        out.error("FILE_UNREADABLE", "", "the `.seif` front end is not available in this "
-                  "version; write the project as JSON (see docs/project-format.md)")
+        out.error(
+            "FILE_UNREADABLE",
+            "",
+            "the `.seif` front end is not available in this "
+            "version; write the project as JSON (see docs/project-format.md)",
+        )
         return CompileResult(None, tuple(out.items))
     text = parse.read_text(file, out)
     if text is None:
@@ -97,9 +102,11 @@ def compile_project(source: str | os.PathLike[str] | Mapping[str, Any]) -> Proje
     Raises :class:`CompileError` carrying every diagnostic found.
     """
     if isinstance(source, Mapping):
-        result = compile_document(thaw(source))
-    else:
-        result = compile_file(source)
+        return _project_or_raise(compile_document(thaw(source)))
+    return _project_or_raise(compile_file(source))
+
+
+def _project_or_raise(result: CompileResult) -> Project:
     if result.project is None:
         raise CompileError(result.diagnostics)
     return result.project

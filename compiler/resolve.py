@@ -46,14 +46,22 @@ def _ids(doc: Mapping[str, Any], key: str) -> list[tuple[str, str]]:
 
 
 def _messages(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return [(join(mp, "id"), v) for pp, prof in items(doc, "profiles", "")
-            for mp, msg in items(prof, "context", pp) if (v := _str(msg, "id"))]
+    return [
+        (join(mp, "id"), v)
+        for pp, prof in items(doc, "profiles", "")
+        for mp, msg in items(prof, "context", pp)
+        if (v := _str(msg, "id"))
+    ]
 
 
 def check_references(doc: Mapping[str, Any], out: Collector) -> None:
     """Uniqueness and references across the whole declaration."""
-    for key, what in (("objectives", "objective id"), ("profiles", "profile id"),
-                      ("tools", "tool id"), ("tests", "test id")):
+    for key, what in (
+        ("objectives", "objective id"),
+        ("profiles", "profile id"),
+        ("tools", "tool id"),
+        ("tests", "test id"),
+    ):
         _unique(_ids(doc, key), "DUPLICATE_ID", what, out)
     _unique(_messages(doc), "DUPLICATE_ID", "context message id", out)
     names = [(join(p, "name"), v) for p, o in items(doc, "tools", "") if (v := _str(o, "name"))]
@@ -70,11 +78,20 @@ def check_references(doc: Mapping[str, Any], out: Collector) -> None:
     _check_tests(doc, tools, out)
 
 
-def _ref(node: Mapping[str, Any], key: str, known: set[str], code: str, what: str,
-         pointer: str, out: Collector) -> None:
+def _ref(
+    node: Mapping[str, Any],
+    key: str,
+    known: set[str],
+    code: str,
+    what: str,
+    pointer: str,
+    out: Collector,
+) -> None:
     value = _str(node, key)
     if value is not None and value not in known:
-        out.error(code, join(pointer, key), f"{what} `{value}` is not declared{_hint(value, known)}")
+        out.error(
+            code, join(pointer, key), f"{what} `{value}` is not declared{_hint(value, known)}"
+        )
 
 
 def _hint(value: str, known: set[str]) -> str:
@@ -82,28 +99,37 @@ def _hint(value: str, known: set[str]) -> str:
     return f"; did you mean `{close[0]}`?" if close else ""
 
 
-def _check_rules(profile: Mapping[str, Any], pointer: str, tools: set[str],
-                 out: Collector) -> None:
+def _check_rules(profile: Mapping[str, Any], pointer: str, tools: set[str], out: Collector) -> None:
     seen: dict[str, str] = {}
     for rp, rule in items(profile, "toolRules", pointer):
         _ref(rule, "tool", tools, "UNKNOWN_TOOL", "tool", rp, out)
         tool = _str(rule, "tool")
         if tool is not None and tool in seen:
-            out.error("DUPLICATE_TOOL_RULE", join(rp, "tool"),
-                      f"tool `{tool}` already has a rule at `{seen[tool]}`; keep one rule per tool")
+            out.error(
+                "DUPLICATE_TOOL_RULE",
+                join(rp, "tool"),
+                f"tool `{tool}` already has a rule at `{seen[tool]}`; keep one rule per tool",
+            )
         elif tool is not None:
             seen[tool] = rp
         if rule.get("participation") == "exclude" and rule.get("required") is True:
-            out.error("EXCLUDED_TOOL_REQUIRED", join(rp, "required"),
-                      "an excluded tool cannot be required; remove `required` or include the tool")
+            out.error(
+                "EXCLUDED_TOOL_REQUIRED",
+                join(rp, "required"),
+                "an excluded tool cannot be required; remove `required` or include the tool",
+            )
 
 
-def _check_fixture_keys(fixtures: Mapping[str, Any], pointer: str, tools: set[str],
-                        out: Collector) -> None:
+def _check_fixture_keys(
+    fixtures: Mapping[str, Any], pointer: str, tools: set[str], out: Collector
+) -> None:
     for tool_id in fixtures:
         if tool_id not in tools:
-            out.error("UNKNOWN_TOOL", join(pointer, tool_id),
-                      f"fixture for tool `{tool_id}`, which is not declared{_hint(tool_id, tools)}")
+            out.error(
+                "UNKNOWN_TOOL",
+                join(pointer, tool_id),
+                f"fixture for tool `{tool_id}`, which is not declared{_hint(tool_id, tools)}",
+            )
 
 
 def _check_tests(doc: Mapping[str, Any], tools: set[str], out: Collector) -> None:
@@ -127,16 +153,20 @@ def _id_list(node: Any, key: str, pointer: str) -> Iterator[tuple[str, str]]:
                 yield join(pointer, key, i), value
 
 
-def _check_expectation(expect: Mapping[str, Any], pointer: str, tools: set[str],
-                       messages: set[str], out: Collector) -> None:
+def _check_expectation(
+    expect: Mapping[str, Any], pointer: str, tools: set[str], messages: set[str], out: Collector
+) -> None:
     for cp, code in _id_list(expect, "causes", pointer):
         _known_reason(code, cp, out)
     context = expect.get("context")
     for key in ("include", "exclude"):
         for mp, mid in _id_list(context, key, join(pointer, "context")):
             if mid not in messages:
-                out.error("UNKNOWN_CONTEXT_MESSAGE", mp,
-                          f"context message `{mid}` is not declared{_hint(mid, messages)}")
+                out.error(
+                    "UNKNOWN_CONTEXT_MESSAGE",
+                    mp,
+                    f"context message `{mid}` is not declared{_hint(mid, messages)}",
+                )
     section = expect.get("tools")
     for key in ("include", "exclude"):
         for tp, tid in _id_list(section, key, join(pointer, "tools")):
@@ -151,5 +181,8 @@ def _check_expectation(expect: Mapping[str, Any], pointer: str, tools: set[str],
 
 def _known_reason(code: str, pointer: str, out: Collector) -> None:
     if code not in REASON_CODES:
-        out.error("UNKNOWN_REASON_CODE", pointer,
-                  f"`{code}` is not a reason code{_hint(code, set(REASON_CODES))}")
+        out.error(
+            "UNKNOWN_REASON_CODE",
+            pointer,
+            f"`{code}` is not a reason code{_hint(code, set(REASON_CODES))}",
+        )

@@ -28,11 +28,13 @@ def check_rules(doc: Mapping[str, Any], out: Collector) -> None:
 
 def _check_tool(tool: Mapping[str, Any], pointer: str, out: Collector) -> None:
     if tool.get("effect") == "write" and tool.get("approval") == "none":
-        out.error("WRITE_WITHOUT_APPROVAL", join(pointer, "approval"),
-                  "writes always require approval; remove `approval` or set it to `required`")
+        out.error(
+            "WRITE_WITHOUT_APPROVAL",
+            join(pointer, "approval"),
+            "writes always require approval; remove `approval` or set it to `required`",
+        )
     if "parameters" in tool:
-        check_schema(tool["parameters"], join(pointer, "parameters"), out,
-                     root_must_be_object=True)
+        check_schema(tool["parameters"], join(pointer, "parameters"), out, root_must_be_object=True)
     if "result" in tool:
         check_schema(tool["result"], join(pointer, "result"), out)
 
@@ -42,16 +44,22 @@ def _check_catalogue(doc: Mapping[str, Any], out: Collector) -> None:
     if not isinstance(tools, list):
         return
     if len(tools) > MAX_TOOLS:
-        out.error("CATALOGUE_TOO_MANY_TOOLS", join("/tools", MAX_TOOLS),
-                  f"{len(tools)} tools are declared; a catalogue holds at most {MAX_TOOLS}")
+        out.error(
+            "CATALOGUE_TOO_MANY_TOOLS",
+            join("/tools", MAX_TOOLS),
+            f"{len(tools)} tools are declared; a catalogue holds at most {MAX_TOOLS}",
+        )
     try:
         size = len(canonical_json_bytes(tools))
     except EncodingError:
         return  # a value without a canonical form was reported where it stands
     if size > MAX_CATALOGUE_BYTES:
-        out.error("CATALOGUE_TOO_LARGE", "/tools",
-                  f"the catalogue's canonical JSON is {size} bytes; at most "
-                  f"{MAX_CATALOGUE_BYTES} are allowed")
+        out.error(
+            "CATALOGUE_TOO_LARGE",
+            "/tools",
+            f"the catalogue's canonical JSON is {size} bytes; at most "
+            f"{MAX_CATALOGUE_BYTES} are allowed",
+        )
 
 
 def _check_rule_cel(rule: Mapping[str, Any], pointer: str, out: Collector) -> None:

@@ -88,8 +88,10 @@ def check_value(kind: Kind, check: Any, value: Any, pointer: str, out: Collector
 def _check_scalar(kind: Kind, check: Any, value: Any, pointer: str, out: Collector) -> None:
     want = kind.py
     ok = (
-        isinstance(value, bool) if want is bool
-        else isinstance(value, int) and not isinstance(value, bool) if want is int
+        isinstance(value, bool)
+        if want is bool
+        else isinstance(value, int) and not isinstance(value, bool)
+        if want is int
         else isinstance(value, str)
     )
     if want is int and isinstance(value, float) and value.is_integer():
@@ -108,8 +110,9 @@ def _check_sequence(kind: Kind, check: Any, value: Any, pointer: str, out: Colle
         return
     assert kind.item is not None
     for i, item in enumerate(value):
-        check_value(kind.item, check if kind.item.tag == "scalar" else None, item,
-                    join(pointer, i), out)
+        check_value(
+            kind.item, check if kind.item.tag == "scalar" else None, item, join(pointer, i), out
+        )
 
 
 def _check_mapping(kind: Kind, value: Any, pointer: str, out: Collector) -> None:
@@ -146,12 +149,16 @@ def check_constraint(check: Any, value: Any, pointer: str, out: Collector) -> No
             out.error(check.code, pointer, f"`{_clip(value)}` is not {check.what}")
     elif isinstance(check, Range):
         if not check.low <= value <= check.high:
-            out.error("OUT_OF_RANGE", pointer,
-                      f"`{value}` is out of range; use {check.low}..{check.high}")
+            out.error(
+                "OUT_OF_RANGE", pointer, f"`{value}` is out of range; use {check.low}..{check.high}"
+            )
     elif isinstance(check, Length):
         if not check.low <= len(value) <= check.high:
-            out.error("OUT_OF_RANGE", pointer, f"length {len(value)} is out of range; use "
-                      f"{check.low}..{check.high} characters")
+            out.error(
+                "OUT_OF_RANGE",
+                pointer,
+                f"length {len(value)} is out of range; use {check.low}..{check.high} characters",
+            )
     elif isinstance(check, OneOf):
         if value not in check.values:
             allowed = ", ".join(f"`{v}`" for v in check.values)

@@ -24,14 +24,34 @@ def contract_digest(contract: Tool | Mapping[str, Any]) -> str:
     if isinstance(contract, Tool):
         return contract.contract_digest
     return _digest.contract_digest(
-        id=contract["id"], name=contract["name"], version=contract["version"],
-        parameters=contract["parameters"], result=contract.get("result"),
+        id=contract["id"],
+        name=contract["name"],
+        version=contract["version"],
+        parameters=contract["parameters"],
+        result=contract.get("result"),
     )
 
 
 __all__ = [
-    "disclose", "decide", "run_tests", "contract_digest",
-    "Project", "Tool", "Disclosure", "Omission", "Tokens", "Explanation",
-    "Call", "ContextState", "Approval", "Decision", "ALLOW", "DENY", "DUPLICATE",
-    "TestReport", "argument_identity", "fingerprint", "millis",
+    "disclose",
+    "decide",
+    "run_tests",
+    "contract_digest",
+    "Project",
+    "Tool",
+    "Disclosure",
+    "Omission",
+    "Tokens",
+    "Explanation",
+    "Call",
+    "ContextState",
+    "Approval",
+    "Decision",
+    "ALLOW",
+    "DENY",
+    "DUPLICATE",
+    "TestReport",
+    "argument_identity",
+    "fingerprint",
+    "millis",
 ]

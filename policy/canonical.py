@@ -87,7 +87,7 @@ def integral(value: JsonValue) -> JsonValue:
 
 def _jcs_number(value: int | float) -> str:
     """ECMAScript Number::toString, as RFC 8785 §3.2.2.3 requires."""
-    if type(value) is int:
+    if isinstance(value, int):
         return str(value)
     if value == 0:
         return "0"

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import celpy
+import celpy.adapter
+import celpy.celparser
+import celpy.celtypes
 from lark import Token, Tree
 
 MAX_LENGTH = 1024
@@ -24,12 +27,30 @@ STAGE_IDENTIFIERS = {
     "call": frozenset({"args", "context", "call"}),
 }
 _BOOLEAN_ROOTS = frozenset(
-    {"conditionalor", "conditionaland", "relation_lt", "relation_le", "relation_gt",
-     "relation_ge", "relation_eq", "relation_ne", "relation_in", "unary_not"}
+    {
+        "conditionalor",
+        "conditionaland",
+        "relation_lt",
+        "relation_le",
+        "relation_gt",
+        "relation_ge",
+        "relation_eq",
+        "relation_ne",
+        "relation_in",
+        "unary_not",
+    }
 )
 _NON_BOOLEAN_ROOTS = frozenset(
-    {"addition_add", "addition_sub", "multiplication_mul", "multiplication_div",
-     "multiplication_mod", "unary_neg", "list_lit", "map_lit"}
+    {
+        "addition_add",
+        "addition_sub",
+        "multiplication_mul",
+        "multiplication_div",
+        "multiplication_mod",
+        "unary_neg",
+        "list_lit",
+        "map_lit",
+    }
 )
 
 _OPERATOR_NODES = frozenset({"addition", "multiplication", "relation", "unary"})
@@ -120,14 +141,24 @@ def _root_kind(tree: Tree[Any]) -> str:
 def check_expression(text: str, stage: str) -> list[CelProblem]:
     """Every problem of ``text`` as a condition of ``stage`` (``disclosure`` or ``call``)."""
     if len(text) > MAX_LENGTH:
-        return [CelProblem("CEL_TOO_LONG", f"expression has {len(text)} characters, at most "
-                           f"{MAX_LENGTH} are allowed")]
+        return [
+            CelProblem(
+                "CEL_TOO_LONG",
+                f"expression has {len(text)} characters, at most {MAX_LENGTH} are allowed",
+            )
+        ]
     try:
         tree = _ENV.compile(text)
-    except celpy.CELParseError as exc:
+    except celpy.celparser.CELParseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "syntax error"
-        return [CelProblem("CEL_SYNTAX", f"cel syntax error: {first}",
-                           int(getattr(exc, "line", 1) or 1), int(getattr(exc, "column", 1) or 1))]
+        return [
+            CelProblem(
+                "CEL_SYNTAX",
+                f"cel syntax error: {first}",
+                int(getattr(exc, "line", 1) or 1),
+                int(getattr(exc, "column", 1) or 1),
+            )
+        ]
     problems: list[CelProblem] = []
     allowed = STAGE_IDENTIFIERS[stage]
     found: list[tuple[str, int, int]] = []
@@ -135,8 +166,14 @@ def check_expression(text: str, stage: str) -> list[CelProblem]:
     for name, line, column in found:
         if name not in allowed:
             names = ", ".join(f"`{n}`" for n in sorted(allowed))
-            problems.append(CelProblem("CEL_UNKNOWN_IDENTIFIER",
-                                       f"unknown identifier `{name}`; use {names}", line, column))
+            problems.append(
+                CelProblem(
+                    "CEL_UNKNOWN_IDENTIFIER",
+                    f"unknown identifier `{name}`; use {names}",
+                    line,
+                    column,
+                )
+            )
     if _macro_depth(tree) > MAX_MACRO_NESTING:
         problems.append(CelProblem("CEL_TOO_COMPLEX", "comprehension macros may not be nested"))
     kind = _root_kind(tree)
@@ -165,11 +202,11 @@ def evaluate(expression: CompiledExpression, activation: Mapping[str, Any]) -> E
     """Evaluate with plain JSON values; any failure (type error, missing field, non-boolean)
     is an :class:`Evaluation` with an ``error`` that names no argument value."""
     try:
-        cel_activation = {k: celpy.json_to_cel(v) for k, v in activation.items()}
+        cel_activation = {k: celpy.adapter.json_to_cel(v) for k, v in activation.items()}
         result = expression.program.evaluate(cel_activation)
-    except Exception as exc:  # noqa: BLE001  # cel-python raises many unrelated types; fail closed
+    except Exception as exc:  # cel-python raises many unrelated types: fail closed
         return Evaluation(None, type(exc).__name__)
-    if isinstance(result, celpy.celtypes.BoolType) or isinstance(result, bool):
+    if isinstance(result, (celpy.celtypes.BoolType, bool)):
         return Evaluation(bool(result))
     if isinstance(result, Exception):
         return Evaluation(None, type(result).__name__)

@@ -77,13 +77,18 @@ def field_table(cls: type) -> tuple[FieldSpec, ...]:
         if f.metadata.get("derived"):
             continue
         has_default = f.default is not dataclasses.MISSING
-        specs.append(FieldSpec(
-            name=f.name, key=f.metadata["key"], kind=_kind(hints[f.name]),
-            check=f.metadata.get("check"), has_default=has_default,
-            default=f.default if has_default else None,
-            may_omit=(has_default and not f.metadata.get("required")) or f.metadata["optional"],
-            must_declare=bool(f.metadata.get("required")),
-        ))
+        specs.append(
+            FieldSpec(
+                name=f.name,
+                key=f.metadata["key"],
+                kind=_kind(hints[f.name]),
+                check=f.metadata.get("check"),
+                has_default=has_default,
+                default=f.default if has_default else None,
+                may_omit=(has_default and not f.metadata.get("required")) or f.metadata["optional"],
+                must_declare=bool(f.metadata.get("required")),
+            )
+        )
     return tuple(specs)
 
 

@@ -12,8 +12,7 @@ from typing import Any
 
 from policy import reasons as R
 from policy.cel import evaluate
-from policy.explain import Explanation, condition_explanation, rule_explanation, \
-    tool_explanation
+from policy.explain import Explanation, condition_explanation, rule_explanation, tool_explanation
 from policy.ir import Project, Tool
 from policy.schema import SchemaError
 from policy.state import Call, ContextState, Instant, millis
@@ -38,23 +37,33 @@ class Decision:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "outcome": self.outcome, "reason": self.reason, "tool": self.tool,
-            "callId": self.call_id, "approvalRequired": self.approval_required,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "tool": self.tool,
+            "callId": self.call_id,
+            "approvalRequired": self.approval_required,
             "explanation": self.explanation.to_json() if self.explanation else None,
         }
         if self.errors:
-            out["errors"] = [{"pointer": e.pointer, "keyword": e.keyword, "message": e.message}
-                             for e in self.errors]
+            out["errors"] = [
+                {"pointer": e.pointer, "keyword": e.keyword, "message": e.message}
+                for e in self.errors
+            ]
         return out
 
 
 def _deny(call: Call, reason: str, explanation: Explanation | None = None, **kw: Any) -> Decision:
-    return Decision(outcome=DENY, reason=reason, tool=call.tool, call_id=call.call_id,
-                    explanation=explanation, **kw)
+    return Decision(
+        outcome=DENY,
+        reason=reason,
+        tool=call.tool,
+        call_id=call.call_id,
+        explanation=explanation,
+        **kw,
+    )
 
 
-def decide(ir: Project, context_state: ContextState | None, call: Call,
-           now: Instant) -> Decision:
+def decide(ir: Project, context_state: ContextState | None, call: Call, now: Instant) -> Decision:
     """Decide one call against one context at ``now`` (int ms or an aware datetime)."""
     t = millis(now)
     if context_state is None:
@@ -69,11 +78,17 @@ def decide(ir: Project, context_state: ContextState | None, call: Call,
     prior = context_state.dispatched.get(call.call_id)
     if prior is not None:
         if prior.tool == call.tool and prior.fingerprint == fp:
-            return Decision(outcome=DUPLICATE, reason=R.DUPLICATE_CALL, tool=call.tool,
-                            call_id=call.call_id, fingerprint=fp,
-                            explanation=rule_explanation(ir, profile, call.tool))
-        return _deny(call, R.CALL_CONFLICT, rule_explanation(ir, profile, call.tool),
-                     fingerprint=fp)
+            return Decision(
+                outcome=DUPLICATE,
+                reason=R.DUPLICATE_CALL,
+                tool=call.tool,
+                call_id=call.call_id,
+                fingerprint=fp,
+                explanation=rule_explanation(ir, profile, call.tool),
+            )
+        return _deny(
+            call, R.CALL_CONFLICT, rule_explanation(ir, profile, call.tool), fingerprint=fp
+        )
     return _after_identity(ir, context_state, call, tool, fp, t)
 
 
@@ -87,20 +102,30 @@ def _not_disclosed(ir: Project, state: ContextState, tool_id: str) -> Explanatio
         return None
     for omission in state.disclosure.omitted:
         if omission.id == tool_id and omission.kind == "tool":
-            return Explanation(pointer=omission.explanation.pointer, profile=profile,
-                               rule=omission.explanation.rule, tool=tool_id,
-                               detail=f"omitted: {omission.reason}")
+            return Explanation(
+                pointer=omission.explanation.pointer,
+                profile=profile,
+                rule=omission.explanation.rule,
+                tool=tool_id,
+                detail=f"omitted: {omission.reason}",
+            )
     if tool_id not in ir.tool_by_id:
         return Explanation(pointer="/tools", tool=tool_id, detail="no such tool")
     return rule_explanation(ir, profile, tool_id)
 
 
-def _after_identity(ir: Project, state: ContextState, call: Call, tool: Tool, fp: str,
-                    t: int) -> Decision:
+def _after_identity(
+    ir: Project, state: ContextState, call: Call, tool: Tool, fp: str, t: int
+) -> Decision:
     profile = state.disclosure.profile or ""
     if not tool.validator.is_valid(call.arguments):
-        return _deny(call, R.ARGUMENTS_INVALID, tool_explanation(ir, tool.id, "/parameters"),
-                     fingerprint=fp, errors=tool.validator.errors(call.arguments))
+        return _deny(
+            call,
+            R.ARGUMENTS_INVALID,
+            tool_explanation(ir, tool.id, "/parameters"),
+            fingerprint=fp,
+            errors=tool.validator.errors(call.arguments),
+        )
     why_approval: Explanation | None = None
     if tool.approval == "required":
         why_approval = tool_explanation(ir, tool.id, "", f"{tool.effect} tool: approval required")
@@ -112,32 +137,47 @@ def _after_identity(ir: Project, state: ContextState, call: Call, tool: Tool, fp
         why_approval = why_approval or verdict
     explanation = rule_explanation(ir, profile, tool.id)
     if state.counts.get(tool.id, 0) >= tool.max_calls:
-        return _deny(call, R.CALL_LIMIT_EXCEEDED, tool_explanation(
-            ir, tool.id, "/maxCalls", f"{tool.max_calls} calls per context"), fingerprint=fp)
+        return _deny(
+            call,
+            R.CALL_LIMIT_EXCEEDED,
+            tool_explanation(ir, tool.id, "/maxCalls", f"{tool.max_calls} calls per context"),
+            fingerprint=fp,
+        )
     if why_approval is not None:
         refusal = _approval(state, call, fp, t)
         if refusal is not None:
             return _deny(call, refusal, why_approval, fingerprint=fp, approval_required=True)
-    return Decision(outcome=ALLOW, reason=None, tool=call.tool, call_id=call.call_id,
-                    explanation=explanation, fingerprint=fp,
-                    approval_required=why_approval is not None)
+    return Decision(
+        outcome=ALLOW,
+        reason=None,
+        tool=call.tool,
+        call_id=call.call_id,
+        explanation=explanation,
+        fingerprint=fp,
+        approval_required=why_approval is not None,
+    )
 
 
-def _conditions(ir: Project, state: ContextState, call: Call, profile: str,
-                conditions: tuple[Any, ...]) -> Decision | Explanation | None:
+def _conditions(
+    ir: Project, state: ContextState, call: Call, profile: str, conditions: tuple[Any, ...]
+) -> Decision | Explanation | None:
     """A denial, or the first condition that made approval required (None: none did)."""
     activation = {
         "args": call.arguments,
         "context": state.coordinates,
-        "call": {"tool": call.tool, "callId": call.call_id,
-                 "count": state.counts.get(call.tool, 0)},
+        "call": {
+            "tool": call.tool,
+            "callId": call.call_id,
+            "count": state.counts.get(call.tool, 0),
+        },
     }
     require: Explanation | None = None
     for i, condition in enumerate(conditions):
         result = evaluate(condition.program, activation)
         if result.value is None:
-            why = condition_explanation(ir, profile, call.tool, i,
-                                        f"evaluation failed: {result.error}")
+            why = condition_explanation(
+                ir, profile, call.tool, i, f"evaluation failed: {result.error}"
+            )
             return _deny(call, R.CONDITION_ERROR, why)
         if result.value and condition.then == "DENY":
             why = condition_explanation(ir, profile, call.tool, i, condition.reason)
@@ -152,7 +192,9 @@ def _approval(state: ContextState, call: Call, fp: str, t: int) -> str | None:
         return R.APPROVAL_REQUIRED
     approval = state.approvals.get(call.approval_id)
     if approval is None or (approval.tool, approval.call_id, approval.fingerprint) != (
-        call.tool, call.call_id, fp
+        call.tool,
+        call.call_id,
+        fp,
     ):
         return R.APPROVAL_INVALID
     if t >= approval.expires_at:

@@ -18,8 +18,13 @@ def contract_digest(
     ``parameters`` and ``result`` enter exactly as declared; description, effect, approval,
     maxCalls and timeoutMs are policy, not contract, and do not.
     """
-    contract = {"id": id, "name": name, "version": version, "arguments": parameters,
-                "result": result}
+    contract = {
+        "id": id,
+        "name": name,
+        "version": version,
+        "arguments": parameters,
+        "result": result,
+    }
     return "sha256:" + hashlib.sha256(canonical_cbor(contract)).hexdigest()
 
 

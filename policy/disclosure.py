@@ -30,8 +30,12 @@ class Omission:
     kind: str = "tool"
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "reason": self.reason,
-                "explanation": self.explanation.to_json()}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "reason": self.reason,
+            "explanation": self.explanation.to_json(),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,8 +50,13 @@ class Tokens:
         return self.messages + self.tools
 
     def to_json(self) -> dict[str, Any]:
-        return {"messages": self.messages, "tools": self.tools, "total": self.total,
-                "ceiling": self.ceiling, "estimated": self.estimated}
+        return {
+            "messages": self.messages,
+            "tools": self.tools,
+            "total": self.total,
+            "ceiling": self.ceiling,
+            "estimated": self.estimated,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,14 +80,25 @@ class Disclosure:
         return self.status == "RESOLVED"
 
     def contracts(self) -> list[dict[str, Any]]:
-        return [{"id": t.id, "name": t.name, "version": t.version,
-                 "contractDigest": t.contract_digest, "effect": t.effect,
-                 "approval": t.approval, "maxCalls": t.max_calls} for t in self.tools]
+        return [
+            {
+                "id": t.id,
+                "name": t.name,
+                "version": t.version,
+                "contractDigest": t.contract_digest,
+                "effect": t.effect,
+                "approval": t.approval,
+                "maxCalls": t.max_calls,
+            }
+            for t in self.tools
+        ]
 
     def to_json(self) -> dict[str, Any]:
         """The provider-neutral result: messages, model-facing schemas, contracts, omissions."""
         out: dict[str, Any] = {
-            "objective": self.objective, "status": self.status, "reason": self.reason,
+            "objective": self.objective,
+            "status": self.status,
+            "reason": self.reason,
             "profile": self.profile,
             "messages": [{"id": m.id, "role": m.role, "text": m.text} for m in self.messages],
             "tools": [dict(t.model_schema) for t in self.tools],
@@ -97,8 +117,9 @@ def availability(tool: Tool, observation: Fixture | Mapping[str, Any] | None) ->
     if observation is None:
         return R.TOOL_UNAVAILABLE
     if isinstance(observation, Fixture):
-        state, version, digest = observation.state, observation.version, \
-            observation.contract_digest
+        state: Any = observation.state
+        version: Any = observation.version
+        digest: Any = observation.contract_digest
     else:
         state = observation.get("state")
         version, digest = observation.get("version"), observation.get("contractDigest")
@@ -132,8 +153,9 @@ class _Admission:
         return self.messages + self.tools + tokens <= self.ceiling
 
 
-def _candidates(ir: Project, profile: Profile, observations: Observations,
-                ctx: FrozenMap) -> tuple[list[tuple[Tool, ToolRule]], list[Omission]]:
+def _candidates(
+    ir: Project, profile: Profile, observations: Observations, ctx: FrozenMap
+) -> tuple[list[tuple[Tool, ToolRule]], list[Omission]]:
     """Included tools that are available and whose rule applies, in rule order; and the
     omissions of the others."""
     ready: list[tuple[Tool, ToolRule]] = []
@@ -146,8 +168,11 @@ def _candidates(ir: Project, profile: Profile, observations: Observations,
         if reason is None:
             ready.append((tool, rule))
         else:
-            omitted.append(Omission(id=tool.id, reason=reason,
-                                    explanation=rule_explanation(ir, profile.id, tool.id)))
+            omitted.append(
+                Omission(
+                    id=tool.id, reason=reason, explanation=rule_explanation(ir, profile.id, tool.id)
+                )
+            )
     return ready, omitted
 
 
@@ -160,8 +185,12 @@ def _rule_applies(rule: ToolRule, ctx: FrozenMap) -> str | None:
     return None if result.value else R.CONDITION_NOT_MET
 
 
-def disclose(ir: Project, objective: str, observations: Observations,
-             context: Mapping[str, Any] | None = None) -> Disclosure:
+def disclose(
+    ir: Project,
+    objective: str,
+    observations: Observations,
+    context: Mapping[str, Any] | None = None,
+) -> Disclosure:
     """Resolve ``objective``: its profile's messages and the tools it may see, under budget."""
     chosen = ir.objective_by_id.get(objective)
     if chosen is None:
@@ -177,18 +206,32 @@ def disclose(ir: Project, objective: str, observations: Observations,
     omitted += over
     tokens = Tokens(messages=budget.messages, tools=budget.tools, ceiling=budget.ceiling)
     if causes:
-        return Disclosure(objective=objective, status="BLOCKED", reason=R.RESOLUTION_BLOCKED,
-                          profile=profile.id, causes=tuple(causes), omitted=tuple(omitted),
-                          tokens=Tokens(ceiling=budget.ceiling))
+        return Disclosure(
+            objective=objective,
+            status="BLOCKED",
+            reason=R.RESOLUTION_BLOCKED,
+            profile=profile.id,
+            causes=tuple(causes),
+            omitted=tuple(omitted),
+            tokens=Tokens(ceiling=budget.ceiling),
+        )
     order = {t.id: i for i, (t, _) in enumerate(ready)}
     tools.sort(key=lambda t: order[t.id])
-    return Disclosure(objective=objective, status="RESOLVED", profile=profile.id,
-                      messages=tuple(messages), tools=tuple(tools), omitted=tuple(omitted),
-                      tokens=tokens, tool_ids=frozenset(t.id for t in tools))
+    return Disclosure(
+        objective=objective,
+        status="RESOLVED",
+        profile=profile.id,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        omitted=tuple(omitted),
+        tokens=tokens,
+        tool_ids=frozenset(t.id for t in tools),
+    )
 
 
 def _is_required(profile: Profile, tool_id: str) -> bool:
-    return profile.tool_rules[profile.rule_index[tool_id]].required
+    rule: ToolRule = profile.tool_rules[profile.rule_index[tool_id]]
+    return rule.required
 
 
 def _admit(
@@ -211,10 +254,18 @@ def _admit(
                 budget.messages += message.tokens
                 messages.append(message)
                 continue
-            misses.append(Omission(
-                id=message.id, reason=R.TOKEN_BUDGET_EXCEEDED, kind="message",
-                explanation=Explanation(pointer=f"{base}/context/{i}", profile=profile.id,
-                                        detail=f"{message.tokens} estimated tokens")))
+            misses.append(
+                Omission(
+                    id=message.id,
+                    reason=R.TOKEN_BUDGET_EXCEEDED,
+                    kind="message",
+                    explanation=Explanation(
+                        pointer=f"{base}/context/{i}",
+                        profile=profile.id,
+                        detail=f"{message.tokens} estimated tokens",
+                    ),
+                )
+            )
         for tool, rule in ready:
             if rule.required != required:
                 continue
@@ -222,10 +273,15 @@ def _admit(
                 budget.tools += tool.tokens
                 tools.append(tool)
                 continue
-            misses.append(Omission(
-                id=tool.id, reason=R.TOKEN_BUDGET_EXCEEDED,
-                explanation=rule_explanation(ir, profile.id, tool.id,
-                                             f"{tool.tokens} estimated tokens")))
+            misses.append(
+                Omission(
+                    id=tool.id,
+                    reason=R.TOKEN_BUDGET_EXCEEDED,
+                    explanation=rule_explanation(
+                        ir, profile.id, tool.id, f"{tool.tokens} estimated tokens"
+                    ),
+                )
+            )
     position = {m.id: i for i, m in enumerate(profile.context)}
     messages.sort(key=lambda m: position[m.id])
     return messages, tools, blocking, over

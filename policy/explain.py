@@ -44,19 +44,36 @@ def rule_explanation(ir: Project, profile_id: str, tool_id: str, detail: str = "
     base = profile_pointer(ir, profile_id)
     index = profile.rule_index.get(tool_id)
     if index is None:
-        return Explanation(pointer=f"{base}/toolRules", profile=profile_id, tool=tool_id,
-                           detail=detail or "no rule of this profile includes the tool")
-    return Explanation(pointer=f"{base}/toolRules/{index}", profile=profile_id, rule=index,
-                       tool=tool_id, detail=detail)
+        return Explanation(
+            pointer=f"{base}/toolRules",
+            profile=profile_id,
+            tool=tool_id,
+            detail=detail or "no rule of this profile includes the tool",
+        )
+    return Explanation(
+        pointer=f"{base}/toolRules/{index}",
+        profile=profile_id,
+        rule=index,
+        tool=tool_id,
+        detail=detail,
+    )
 
 
-def condition_explanation(ir: Project, profile_id: str, tool_id: str, condition: int,
-                          detail: str = "") -> Explanation:
+def condition_explanation(
+    ir: Project, profile_id: str, tool_id: str, condition: int, detail: str = ""
+) -> Explanation:
     rule = rule_explanation(ir, profile_id, tool_id)
-    return Explanation(pointer=f"{rule.pointer}/conditions/{condition}", profile=profile_id,
-                       rule=rule.rule, condition=condition, tool=tool_id, detail=detail)
+    return Explanation(
+        pointer=f"{rule.pointer}/conditions/{condition}",
+        profile=profile_id,
+        rule=rule.rule,
+        condition=condition,
+        tool=tool_id,
+        detail=detail,
+    )
 
 
 def tool_explanation(ir: Project, tool_id: str, suffix: str = "", detail: str = "") -> Explanation:
-    return Explanation(pointer=f"/tools/{ir.tool_position[tool_id]}{suffix}", tool=tool_id,
-                       detail=detail)
+    return Explanation(
+        pointer=f"/tools/{ir.tool_position[tool_id]}{suffix}", tool=tool_id, detail=detail
+    )

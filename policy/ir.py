@@ -44,8 +44,6 @@ CONDITION_ACTIONS = ("DENY", "REQUIRE_APPROVAL")
 EXPECT_OUTCOMES = ("ALLOW", "DENY")
 RESOLUTIONS = ("RESOLVED", "BLOCKED")
 
-_FROZEN = dict(frozen=True, slots=True, kw_only=True)
-
 
 def _derived(**kw: Any) -> Any:
     return field(init=False, compare=False, repr=False, metadata=DERIVED, **kw)
@@ -56,7 +54,7 @@ def estimate_tokens(data: bytes) -> int:
     return math.ceil(len(data) / 4)
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContextMessage:
     id: str = field(metadata=key("id", ID))
     role: str = field(metadata=key("role", OneOf(ROLES)))
@@ -68,7 +66,7 @@ class ContextMessage:
         object.__setattr__(self, "tokens", estimate_tokens(self.text.encode("utf-8")))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Condition:
     when: str = field(metadata=key("when", Length(1, 1024)))
     then: str = field(metadata=key("then", OneOf(CONDITION_ACTIONS)))
@@ -79,7 +77,7 @@ class Condition:
         object.__setattr__(self, "program", compile_expression(self.when, "call"))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolRule:
     tool: str = field(metadata=key("tool", ID))
     participation: str = field(metadata=key("participation", OneOf(PARTICIPATION)))
@@ -93,12 +91,10 @@ class ToolRule:
         object.__setattr__(self, "when_program", program)
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Profile:
     id: str = field(metadata=key("id", ID))
-    token_ceiling: int = field(
-        metadata=key("tokenCeiling", Range(1, 1_000_000), optional=True)
-    )
+    token_ceiling: int = field(metadata=key("tokenCeiling", Range(1, 1_000_000), optional=True))
     context: tuple[ContextMessage, ...] = field(default=(), metadata=key("context"))
     tool_rules: tuple[ToolRule, ...] = field(default=(), metadata=key("toolRules"))
     rule_index: FrozenMap = _derived()
@@ -109,14 +105,14 @@ class Profile:
         object.__setattr__(self, "rule_index", index)
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Objective:
     id: str = field(metadata=key("id", ID))
     profile: str = field(metadata=key("profile", ID))
     description: str | None = field(default=None, metadata=key("description", Length(0, 4096)))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tool:
     id: str = field(metadata=key("id", ID))
     name: str = field(metadata=key("name", NAME))
@@ -136,21 +132,26 @@ class Tool:
 
     def __post_init__(self) -> None:
         digest = contract_digest(
-            id=self.id, name=self.name, version=self.version,
-            parameters=self.parameters, result=self.result,
+            id=self.id,
+            name=self.name,
+            version=self.version,
+            parameters=self.parameters,
+            result=self.result,
         )
-        model = FrozenMap(name=self.name, description=self.description,
-                          parameters=self.parameters)
+        model = FrozenMap(name=self.name, description=self.description, parameters=self.parameters)
         set_ = object.__setattr__
         set_(self, "contract_digest", digest)
         set_(self, "model_schema", model)
         set_(self, "tokens", estimate_tokens(canonical_json_bytes(model)))
         set_(self, "validator", compile_validator(self.parameters))
-        set_(self, "result_validator",
-             None if self.result is None else compile_validator(self.result))
+        set_(
+            self,
+            "result_validator",
+            None if self.result is None else compile_validator(self.result),
+        )
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Fixture:
     state: str = field(metadata=key("state", OneOf(FIXTURE_STATES)))
     version: str | None = field(default=None, metadata=key("version", SEMVER))
@@ -159,7 +160,7 @@ class Fixture:
     )
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TestCall:
     tool: str = field(metadata=key("tool", ID))
     arguments: JsonValue = field(default=EMPTY_MAP, metadata=key("arguments", JsonAny()))
@@ -169,7 +170,7 @@ class TestCall:
     call_id: str | None = field(default=None, metadata=key("callId", Length(1, 256)))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Membership:
     """``include`` / ``exclude`` id lists of a test expectation."""
 
@@ -177,14 +178,14 @@ class Membership:
     exclude: tuple[str, ...] = field(default=(), metadata=key("exclude"))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExpectation:
     include: tuple[str, ...] = field(default=(), metadata=key("include"))
     exclude: tuple[str, ...] = field(default=(), metadata=key("exclude"))
     calls: tuple[TestCall, ...] = field(default=(), metadata=key("calls"))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Expectation:
     resolution: str = field(default="RESOLVED", metadata=key("resolution", OneOf(RESOLUTIONS)))
     causes: tuple[str, ...] = field(default=(), metadata=key("causes"))
@@ -192,7 +193,7 @@ class Expectation:
     tools: ToolExpectation | None = field(default=None, metadata=key("tools"))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProjectTest:
     id: str = field(metadata=key("id", ID))
     objective: str = field(metadata=key("objective", ID))
@@ -204,12 +205,13 @@ class ProjectTest:
     expect: Expectation = field(default=Expectation(), metadata=key("expect"))
 
 
-@dataclass(**_FROZEN)  # type: ignore[call-overload]  # dict-splatted dataclass options
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Project:
     """A compiled project: the root of the IR."""
 
     format: str = field(
-        default=PROJECT_FORMAT, metadata=key("format", Exactly(PROJECT_FORMAT, "FORMAT_UNSUPPORTED"))
+        default=PROJECT_FORMAT,
+        metadata=key("format", Exactly(PROJECT_FORMAT, "FORMAT_UNSUPPORTED")),
     )
     id: str = field(metadata=key("id", ID))
     version: str = field(metadata=key("version", SEMVER))
@@ -231,8 +233,7 @@ class Project:
         set_(self, "profile_by_id", FrozenMap((p.id, p) for p in self.profiles))
         set_(self, "objective_by_id", FrozenMap((o.id, o) for o in self.objectives))
         set_(self, "tool_position", FrozenMap((t.id, i) for i, t in enumerate(self.tools)))
-        set_(self, "profile_position",
-             FrozenMap((p.id, i) for i, p in enumerate(self.profiles)))
+        set_(self, "profile_position", FrozenMap((p.id, i) for i, p in enumerate(self.profiles)))
 
     @property
     def has_tools(self) -> bool:

@@ -87,26 +87,41 @@ class ContextState:
     counts: FrozenMap = EMPTY_MAP
 
     @classmethod
-    def open(cls, context_ref: str, disclosure: Disclosure, now: Instant, *,
-             coordinates: dict[str, Any] | None = None,
-             fingerprint_key: bytes | None = None) -> ContextState:
+    def open(
+        cls,
+        context_ref: str,
+        disclosure: Disclosure,
+        now: Instant,
+        *,
+        coordinates: dict[str, Any] | None = None,
+        fingerprint_key: bytes | None = None,
+    ) -> ContextState:
         """A new context resolved at ``now``; it lives 15 minutes."""
-        return cls(context_ref=context_ref, disclosure=disclosure,
-                   expires_at=millis(now) + CONTEXT_TTL_MS,
-                   coordinates=disclosure_context(disclosure.objective, coordinates),
-                   fingerprint_key=fingerprint_key)
+        return cls(
+            context_ref=context_ref,
+            disclosure=disclosure,
+            expires_at=millis(now) + CONTEXT_TTL_MS,
+            coordinates=disclosure_context(disclosure.objective, coordinates),
+            fingerprint_key=fingerprint_key,
+        )
 
     def fingerprint(self, arguments: JsonValue) -> str:
         return fingerprint(arguments, self.fingerprint_key)
 
     def record_dispatch(self, call_id: str, tool: str, fingerprint: str) -> ContextState:
-        dispatched = FrozenMap({**self.dispatched,
-                                call_id: Dispatch(tool=tool, fingerprint=fingerprint)})
+        dispatched = FrozenMap(
+            {**self.dispatched, call_id: Dispatch(tool=tool, fingerprint=fingerprint)}
+        )
         counts = FrozenMap({**self.counts, tool: self.counts.get(tool, 0) + 1})
         return replace(self, dispatched=dispatched, counts=counts)
 
-    def record_approval(self, approval_id: str, *, tool: str, call_id: str, fingerprint: str,
-                        now: Instant) -> ContextState:
-        approval = Approval(tool=tool, call_id=call_id, fingerprint=fingerprint,
-                            expires_at=millis(now) + APPROVAL_TTL_MS)
+    def record_approval(
+        self, approval_id: str, *, tool: str, call_id: str, fingerprint: str, now: Instant
+    ) -> ContextState:
+        approval = Approval(
+            tool=tool,
+            call_id=call_id,
+            fingerprint=fingerprint,
+            expires_at=millis(now) + APPROVAL_TTL_MS,
+        )
         return replace(self, approvals=FrozenMap({**self.approvals, approval_id: approval}))

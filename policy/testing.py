@@ -32,8 +32,14 @@ class Assertion:
     pointer: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "subject": self.subject, "expected": self.expected,
-                "actual": self.actual, "passed": self.passed, "pointer": self.pointer}
+        return {
+            "kind": self.kind,
+            "subject": self.subject,
+            "expected": self.expected,
+            "actual": self.actual,
+            "passed": self.passed,
+            "pointer": self.pointer,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,12 +81,21 @@ class TestReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.passed,
-            "context": {"passed": self.figure("context").passed,
-                        "total": self.figure("context").total},
+            "context": {
+                "passed": self.figure("context").passed,
+                "total": self.figure("context").total,
+            },
             "tools": {"passed": self.figure("tools").passed, "total": self.figure("tools").total},
-            "tests": [{"id": r.id, "objective": r.objective, "guard": r.guard,
-                       "passed": r.passed, "assertions": [a.to_json() for a in r.assertions]}
-                      for r in self.results],
+            "tests": [
+                {
+                    "id": r.id,
+                    "objective": r.objective,
+                    "guard": r.guard,
+                    "passed": r.passed,
+                    "assertions": [a.to_json() for a in r.assertions],
+                }
+                for r in self.results
+            ],
         }
 
 
@@ -89,8 +104,10 @@ def test_fixtures(ir: Project, test: ProjectTest) -> Mapping[str, Fixture]:
     if test.fixtures is None:
         return ir.tool_fixtures
     if test.fixtures == "current":
-        return {t.id: Fixture(state="READY", version=t.version, contract_digest=t.contract_digest)
-                for t in ir.tools}
+        return {
+            t.id: Fixture(state="READY", version=t.version, contract_digest=t.contract_digest)
+            for t in ir.tools
+        }
     assert isinstance(test.fixtures, Mapping)
     return test.fixtures
 
@@ -106,66 +123,127 @@ def run_test(ir: Project, index: int, test: ProjectTest) -> TestResult:
     expect = test.expect
     if expect.context is not None:
         shown = {m.id for m in disclosure.messages}
-        assertions += _membership("context", "message", shown, expect.context.include,
-                                  expect.context.exclude, f"{base}/context")
+        assertions += _membership(
+            "context",
+            "message",
+            shown,
+            expect.context.include,
+            expect.context.exclude,
+            f"{base}/context",
+        )
     if expect.tools is not None:
-        assertions += _membership("tools", "tool", set(disclosure.tool_ids),
-                                  expect.tools.include, expect.tools.exclude, f"{base}/tools")
+        assertions += _membership(
+            "tools",
+            "tool",
+            set(disclosure.tool_ids),
+            expect.tools.include,
+            expect.tools.exclude,
+            f"{base}/tools",
+        )
         assertions += _calls(ir, disclosure, test, expect.tools.calls, f"{base}/tools/calls")
-    return TestResult(id=test.id, objective=test.objective, guard=test.guard,
-                      assertions=tuple(assertions))
+    return TestResult(
+        id=test.id, objective=test.objective, guard=test.guard, assertions=tuple(assertions)
+    )
 
 
 def _resolution(ir: Project, d: Disclosure, test: ProjectTest, base: str) -> list[Assertion]:
     kind = "tools" if ir.has_tools else "context"
     actual_causes = sorted({c.reason for c in d.causes} | ({d.reason} if d.reason else set()))
     actual = {"resolution": d.status, "causes": actual_causes}
-    out = [Assertion(kind=kind, subject="resolution", expected=test.expect.resolution,
-                     actual=actual, passed=d.status == test.expect.resolution,
-                     pointer=f"{base}/resolution")]
+    out = [
+        Assertion(
+            kind=kind,
+            subject="resolution",
+            expected=test.expect.resolution,
+            actual=actual,
+            passed=d.status == test.expect.resolution,
+            pointer=f"{base}/resolution",
+        )
+    ]
     for i, cause in enumerate(test.expect.causes):
-        out.append(Assertion(kind=kind, subject=f"cause {cause}", expected=cause,
-                             actual=actual_causes, passed=cause in actual_causes,
-                             pointer=f"{base}/causes/{i}"))
+        out.append(
+            Assertion(
+                kind=kind,
+                subject=f"cause {cause}",
+                expected=cause,
+                actual=actual_causes,
+                passed=cause in actual_causes,
+                pointer=f"{base}/causes/{i}",
+            )
+        )
     return out
 
 
-def _membership(kind: str, noun: str, shown: set[str], include: tuple[str, ...],
-                exclude: tuple[str, ...], base: str) -> list[Assertion]:
-    out = [Assertion(kind=kind, subject=f"include {noun} {x}", expected="disclosed",
-                     actual="disclosed" if x in shown else "not disclosed", passed=x in shown,
-                     pointer=f"{base}/include/{i}") for i, x in enumerate(include)]
-    out += [Assertion(kind=kind, subject=f"exclude {noun} {x}", expected="not disclosed",
-                      actual="disclosed" if x in shown else "not disclosed",
-                      passed=x not in shown, pointer=f"{base}/exclude/{i}")
-            for i, x in enumerate(exclude)]
+def _membership(
+    kind: str,
+    noun: str,
+    shown: set[str],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    base: str,
+) -> list[Assertion]:
+    out = [
+        Assertion(
+            kind=kind,
+            subject=f"include {noun} {x}",
+            expected="disclosed",
+            actual="disclosed" if x in shown else "not disclosed",
+            passed=x in shown,
+            pointer=f"{base}/include/{i}",
+        )
+        for i, x in enumerate(include)
+    ]
+    out += [
+        Assertion(
+            kind=kind,
+            subject=f"exclude {noun} {x}",
+            expected="not disclosed",
+            actual="disclosed" if x in shown else "not disclosed",
+            passed=x not in shown,
+            pointer=f"{base}/exclude/{i}",
+        )
+        for i, x in enumerate(exclude)
+    ]
     return out
 
 
-def _calls(ir: Project, d: Disclosure, test: ProjectTest, calls: tuple[TestCall, ...],
-           base: str) -> list[Assertion]:
-    state = (ContextState.open(f"test:{test.id}", d, SIMULATED_NOW)
-             if d.resolved else None)
+def _calls(
+    ir: Project, d: Disclosure, test: ProjectTest, calls: tuple[TestCall, ...], base: str
+) -> list[Assertion]:
+    state = ContextState.open(f"test:{test.id}", d, SIMULATED_NOW) if d.resolved else None
     out: list[Assertion] = []
     for k, spec in enumerate(calls):
         call_id = spec.call_id or f"call-{k + 1}"
         approval_id = None
         if spec.approved and state is not None:
             approval_id = f"approval-{k + 1}"
-            state = state.record_approval(approval_id, tool=spec.tool, call_id=call_id,
-                                          fingerprint=state.fingerprint(spec.arguments),
-                                          now=SIMULATED_NOW)
-        call = Call(tool=spec.tool, call_id=call_id, arguments=spec.arguments,
-                    approval_id=approval_id)
+            state = state.record_approval(
+                approval_id,
+                tool=spec.tool,
+                call_id=call_id,
+                fingerprint=state.fingerprint(spec.arguments),
+                now=SIMULATED_NOW,
+            )
+        call = Call(
+            tool=spec.tool, call_id=call_id, arguments=spec.arguments, approval_id=approval_id
+        )
         decision = decide(ir, state, call, SIMULATED_NOW)
         if decision.outcome == ALLOW and state is not None:
             assert decision.fingerprint is not None
             state = state.record_dispatch(call_id, spec.tool, decision.fingerprint)
         passed = decision.outcome == spec.expect and (
-            spec.reason is None or decision.reason == spec.reason)
+            spec.reason is None or decision.reason == spec.reason
+        )
         expected = spec.expect if spec.reason is None else f"{spec.expect} {spec.reason}"
         actual = decision.outcome + (f" {decision.reason}" if decision.reason else "")
-        out.append(Assertion(kind="tools", subject=f"call {k + 1} {spec.tool} ({call_id})",
-                             expected=expected, actual=actual, passed=passed,
-                             pointer=f"{base}/{k}"))
+        out.append(
+            Assertion(
+                kind="tools",
+                subject=f"call {k + 1} {spec.tool} ({call_id})",
+                expected=expected,
+                actual=actual,
+                passed=passed,
+                pointer=f"{base}/{k}",
+            )
+        )
     return out

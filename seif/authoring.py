@@ -26,12 +26,19 @@ def exit_code_for(result: CompileResult) -> int:
 def tool_rows(project: Project | None) -> list[dict[str, Any]]:
     if project is None:
         return []
-    return [{"id": t.id, "version": t.version, "contractDigest": t.contract_digest}
-            for t in project.tools]
+    return [
+        {"id": t.id, "version": t.version, "contractDigest": t.contract_digest}
+        for t in project.tools
+    ]
 
 
-def print_diagnostics(filename: str, diagnostics: tuple[Diagnostic, ...], source: str | None,
-                      *, to_stderr: bool = False) -> None:
+def print_diagnostics(
+    filename: str,
+    diagnostics: tuple[Diagnostic, ...],
+    source: str | None,
+    *,
+    to_stderr: bool = False,
+) -> None:
     for d in diagnostics:
         text = render_text(d, filename, source)
         warn(text) if to_stderr else say(text)
@@ -40,11 +47,13 @@ def print_diagnostics(filename: str, diagnostics: tuple[Diagnostic, ...], source
 def cmd_validate(args: argparse.Namespace) -> int:
     result = compile_file(args.project)
     if args.json:
-        emit_json({
-            "ok": result.ok,
-            "diagnostics": [d.to_json() for d in result.diagnostics],
-            "tools": tool_rows(result.project),
-        })
+        emit_json(
+            {
+                "ok": result.ok,
+                "diagnostics": [d.to_json() for d in result.diagnostics],
+                "tools": tool_rows(result.project),
+            }
+        )
         return exit_code_for(result)
     print_diagnostics(args.project, result.diagnostics, result.source)
     if result.project is None:
@@ -77,8 +86,10 @@ def print_report(filename: str, report: TestReport, *, to_stderr: bool = False) 
     """Every failing assertion with expected and actual, then the two figures."""
     out = warn if to_stderr else say
     for result, assertion in report.failures():
-        out(f"{filename}:{assertion.pointer}: FAIL {result.id}: {assertion.subject}: "
-            f"expected {_show(assertion.expected)}, actual {_show(assertion.actual)}")
+        out(
+            f"{filename}:{assertion.pointer}: FAIL {result.id}: {assertion.subject}: "
+            f"expected {_show(assertion.expected)}, actual {_show(assertion.actual)}"
+        )
     out(f"context: {report.figure('context')} passed, tools: {report.figure('tools')} passed")
 
 

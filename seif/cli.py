@@ -19,8 +19,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="seif", description="Declarative policy for the tools an AI agent "
-                     "may see and call.")
+    parser = _Parser(
+        prog="seif", description="Declarative policy for the tools an AI agent may see and call."
+    )
     parser.add_argument("--version", action="version", version=f"seif {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 

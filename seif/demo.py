@@ -31,8 +31,9 @@ def main() -> int:
         return 1
     print(f"valid: {REFERENCE.relative_to(ROOT)}")
     report = run_tests(ir)
-    print(f"tests: context: {report.figure('context')} passed, "
-          f"tools: {report.figure('tools')} passed")
+    print(
+        f"tests: context: {report.figure('context')} passed, tools: {report.figure('tools')} passed"
+    )
     if not report.passed:
         return 1
     build = write_build(ir, OUT)
@@ -47,21 +48,30 @@ def main() -> int:
 
 def show_decisions(ir: Project) -> None:
     current = test_fixtures(ir, next(t for t in ir.tests if t.fixtures == "current"))
-    arguments = {"target": "course/data-literacy/module-2/lesson-3", "kind": "clarify",
-                 "summary": "Define the median before using it."}
+    arguments = {
+        "target": "course/data-literacy/module-2/lesson-3",
+        "kind": "clarify",
+        "summary": "Define the median before using it.",
+    }
     for objective in ("learner", "authoring"):
         d = disclose(ir, objective, current)
-        print(f"\n{objective}: {d.status}, tools {[t.id for t in d.tools]}, "
-              f"tokens {d.tokens.total}/{d.tokens.ceiling} (estimated)")
+        print(
+            f"\n{objective}: {d.status}, tools {[t.id for t in d.tools]}, "
+            f"tokens {d.tokens.total}/{d.tokens.ceiling} (estimated)"
+        )
         state = ContextState.open(f"demo-{objective}", d, NOW)
         call = Call(tool="propose-change", call_id="c1", arguments=arguments)
         show(decide(ir, state, call, NOW + 1000))
         if objective != "authoring":
             continue
-        state = state.record_approval("a1", tool=call.tool, call_id=call.call_id,
-                                      fingerprint=state.fingerprint(arguments), now=NOW + 2000)
-        approved = Call(tool="propose-change", call_id="c1", arguments=arguments,
-                        approval_id="a1")
+        state = state.record_approval(
+            "a1",
+            tool=call.tool,
+            call_id=call.call_id,
+            fingerprint=state.fingerprint(arguments),
+            now=NOW + 2000,
+        )
+        approved = Call(tool="propose-change", call_id="c1", arguments=arguments, approval_id="a1")
         decision = decide(ir, state, approved, NOW + 3000)
         show(decision, "with the operator's approval")
         assert decision.fingerprint is not None
@@ -71,8 +81,10 @@ def show_decisions(ir: Project) -> None:
 
 def show(decision: Decision, note: str = "") -> None:
     why = decision.explanation.to_json() if decision.explanation else None
-    print(f"  propose-change{' (' + note + ')' if note else ''} -> {decision.outcome} "
-          f"{decision.reason or ''}")
+    print(
+        f"  propose-change{' (' + note + ')' if note else ''} -> {decision.outcome} "
+        f"{decision.reason or ''}"
+    )
     print(f"    why: {json.dumps(why)}")
 
 
