@@ -17,16 +17,25 @@ DEFAULT_MAX_CALLS = {"read": 3, "write": 1}
 DEFAULT_APPROVAL = {"read": "none", "write": "required"}
 
 
+def tool_with_defaults(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of one declared tool with its effect-dependent defaults written out."""
+    out = dict(tool)
+    effect = out.get("effect")
+    if effect in DEFAULT_MAX_CALLS:
+        out.setdefault("approval", DEFAULT_APPROVAL[effect])
+        out.setdefault("maxCalls", DEFAULT_MAX_CALLS[effect])
+    out.setdefault("timeoutMs", DEFAULT_TIMEOUT_MS)
+    return out
+
+
 def fill_defaults(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``doc`` with every contextual default written out."""
     out = copy.deepcopy(dict(doc))
     for profile in out.get("profiles", []):
         profile.setdefault("tokenCeiling", DEFAULT_TOKEN_CEILING)
-    for tool in out.get("tools", []):
-        effect = tool["effect"]
-        tool.setdefault("approval", DEFAULT_APPROVAL[effect])
-        tool.setdefault("maxCalls", DEFAULT_MAX_CALLS[effect])
-        tool.setdefault("timeoutMs", DEFAULT_TIMEOUT_MS)
+    out["tools"] = [tool_with_defaults(tool) for tool in out.get("tools", [])]
+    if not out["tools"]:
+        del out["tools"]
     return out
 
 

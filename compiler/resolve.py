@@ -123,7 +123,15 @@ def _check_rules(profile: Mapping[str, Any], pointer: str, tools: set[str], out:
 def _check_fixture_keys(
     fixtures: Mapping[str, Any], pointer: str, tools: set[str], out: Collector
 ) -> None:
-    for tool_id in fixtures:
+    for tool_id, fixture in fixtures.items():
+        if isinstance(fixture, Mapping) and fixture.get("state") == "READY":
+            for needed in ("version", "contractDigest"):
+                if needed not in fixture:
+                    out.error(
+                        "MISSING_KEY",
+                        join(pointer, tool_id),
+                        f"missing key `{needed}`: a READY fixture names the contract it serves",
+                    )
         if tool_id not in tools:
             out.error(
                 "UNKNOWN_TOOL",

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compiler.diagnostics import Collector
+from compiler.lower import tool_with_defaults
 from compiler.pointer import join
 from compiler.resolve import items
 from compiler.schema_subset import check_schema
@@ -33,9 +34,9 @@ def _check_tool(tool: Mapping[str, Any], pointer: str, out: Collector) -> None:
             join(pointer, "approval"),
             "writes always require approval; remove `approval` or set it to `required`",
         )
-    if "parameters" in tool:
+    if isinstance(tool.get("parameters"), Mapping):
         check_schema(tool["parameters"], join(pointer, "parameters"), out, root_must_be_object=True)
-    if "result" in tool:
+    if isinstance(tool.get("result"), Mapping):
         check_schema(tool["result"], join(pointer, "result"), out)
 
 
@@ -50,7 +51,8 @@ def _check_catalogue(doc: Mapping[str, Any], out: Collector) -> None:
             f"{len(tools)} tools are declared; a catalogue holds at most {MAX_TOOLS}",
         )
     try:
-        size = len(canonical_json_bytes(tools))
+        normalized = [tool_with_defaults(t) if isinstance(t, Mapping) else t for t in tools]
+        size = len(canonical_json_bytes(normalized))
     except EncodingError:
         return  # a value without a canonical form was reported where it stands
     if size > MAX_CATALOGUE_BYTES:
@@ -64,11 +66,11 @@ def _check_catalogue(doc: Mapping[str, Any], out: Collector) -> None:
 
 def _check_rule_cel(rule: Mapping[str, Any], pointer: str, out: Collector) -> None:
     when = rule.get("when")
-    if isinstance(when, str):
+    if isinstance(when, str) and when:
         _check_cel(when, "disclosure", join(pointer, "when"), out)
     for cp, condition in items(rule, "conditions", pointer):
         text = condition.get("when")
-        if isinstance(text, str):
+        if isinstance(text, str) and text:
             _check_cel(text, "call", join(cp, "when"), out)
 
 

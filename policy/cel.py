@@ -26,20 +26,6 @@ STAGE_IDENTIFIERS = {
     "disclosure": frozenset({"context"}),
     "call": frozenset({"args", "context", "call"}),
 }
-_BOOLEAN_ROOTS = frozenset(
-    {
-        "conditionalor",
-        "conditionaland",
-        "relation_lt",
-        "relation_le",
-        "relation_gt",
-        "relation_ge",
-        "relation_eq",
-        "relation_ne",
-        "relation_in",
-        "unary_not",
-    }
-)
 _NON_BOOLEAN_ROOTS = frozenset(
     {
         "addition_add",
@@ -123,19 +109,51 @@ def _macro_depth(node: Any) -> int:
     return inner + 1 if is_macro else inner
 
 
-def _root_kind(tree: Tree[Any]) -> str:
-    """The kind of the outermost operation: wrappers with a single child are looked through."""
-    node: Any = tree
+_NON_BOOLEAN_FUNCTIONS = frozenset(
+    {"size", "int", "uint", "double", "string", "bytes", "duration", "timestamp", "type"}
+)
+_NON_BOOLEAN_METHODS = frozenset({"map", "filter", "size"} | _NON_BOOLEAN_FUNCTIONS)
+_STRING_OR_NUMBER_ROOTS = frozenset({"context", "call"})
+"""Every field of ``context`` is a string, and ``call`` holds strings and a count."""
+
+
+def _unwrap(node: Any) -> Any:
     while isinstance(node, Tree) and len(node.children) == 1 and isinstance(node.children[0], Tree):
         node = node.children[0]
+    return node
+
+
+def _ident_of(node: Any) -> str | None:
+    node = _unwrap(node)
+    if isinstance(node, Tree) and node.data == "ident" and node.children:
+        return str(node.children[0])
+    return None
+
+
+def certainly_not_boolean(tree: Any) -> bool:
+    """True when the expression's value is not a boolean whatever the inputs: a non-boolean
+    literal, arithmetic, a list or map, a bare identifier, a field of ``context`` or ``call``,
+    a conversion or ``size``; a conditional when both branches are. Anything that may be a
+    boolean (``args.flag``) is left to evaluation, which fails closed."""
+    node = _unwrap(tree)
     if not isinstance(node, Tree):
-        return "token"
-    if node.data in _OPERATOR_NODES and isinstance(node.children[0], Tree):
-        return str(node.children[0].data)
-    if node.data == "literal":
-        text = str(node.children[0])
-        return "literal_bool" if text in ("true", "false") else "literal_other"
-    return str(node.data)
+        return False
+    kind = str(node.data)
+    if kind == "expr" and len(node.children) == 3:
+        return certainly_not_boolean(node.children[1]) and certainly_not_boolean(node.children[2])
+    if kind in _OPERATOR_NODES and isinstance(node.children[0], Tree):
+        return str(node.children[0].data) in _NON_BOOLEAN_ROOTS
+    if kind == "literal":
+        return str(node.children[0]) not in ("true", "false")
+    if kind in ("list_lit", "map_lit", "ident"):
+        return True
+    if kind == "member_dot":
+        return _ident_of(node.children[0]) in _STRING_OR_NUMBER_ROOTS
+    if kind == "ident_arg":
+        return str(node.children[0]) in _NON_BOOLEAN_FUNCTIONS
+    if kind == "member_dot_arg":
+        return _macro_name(node) in _NON_BOOLEAN_METHODS
+    return False
 
 
 def check_expression(text: str, stage: str) -> list[CelProblem]:
@@ -176,8 +194,7 @@ def check_expression(text: str, stage: str) -> list[CelProblem]:
             )
     if _macro_depth(tree) > MAX_MACRO_NESTING:
         problems.append(CelProblem("CEL_TOO_COMPLEX", "comprehension macros may not be nested"))
-    kind = _root_kind(tree)
-    if kind in _NON_BOOLEAN_ROOTS or kind == "literal_other":
+    if certainly_not_boolean(tree):
         problems.append(CelProblem("CEL_NOT_BOOLEAN", "expression does not yield a boolean"))
     return problems
 

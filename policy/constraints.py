@@ -76,10 +76,13 @@ NAME = Pattern("INVALID_NAME", NAME_PATTERN, "a function name: `^[A-Za-z][A-Za-z
 SEMVER = Pattern("INVALID_VERSION", SEMVER_PATTERN, "a semantic version such as `1.0.0`")
 
 
-def key(name: str, check: Constraint | None = None, *, optional: bool = False) -> dict[str, Any]:
-    """Field metadata: the declaration ``name``, its ``check``, and whether it may be omitted
-    although the IR field has no default (the compiler's defaults pass fills it in)."""
-    return {"key": name, "check": check, "optional": optional}
+def key(
+    name: str, check: Constraint | None = None, *, optional: bool = False, required: bool = False
+) -> dict[str, Any]:
+    """Field metadata: the declaration ``name``, its ``check``, whether it may be omitted
+    although the IR field has no default (the compiler's defaults pass fills it in), and whether
+    it must be declared although the IR field has a default (``format``)."""
+    return {"key": name, "check": check, "optional": optional, "required": required}
 
 
 DERIVED: dict[str, Any] = {"derived": True}

@@ -68,7 +68,7 @@ class ContextMessage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Condition:
-    when: str = field(metadata=key("when", Length(1, 1024)))
+    when: str = field(metadata=key("when", Length(1, 1 << 16)))
     then: str = field(metadata=key("then", OneOf(CONDITION_ACTIONS)))
     reason: str = field(default="", metadata=key("reason", Length(0, 1024)))
     program: CompiledExpression = _derived()
@@ -82,7 +82,7 @@ class ToolRule:
     tool: str = field(metadata=key("tool", ID))
     participation: str = field(metadata=key("participation", OneOf(PARTICIPATION)))
     required: bool = field(default=False, metadata=key("required"))
-    when: str | None = field(default=None, metadata=key("when", Length(1, 1024)))
+    when: str | None = field(default=None, metadata=key("when", Length(1, 1 << 16)))
     conditions: tuple[Condition, ...] = field(default=(), metadata=key("conditions"))
     when_program: CompiledExpression | None = _derived()
 
@@ -211,7 +211,7 @@ class Project:
 
     format: str = field(
         default=PROJECT_FORMAT,
-        metadata=key("format", Exactly(PROJECT_FORMAT, "FORMAT_UNSUPPORTED")),
+        metadata=key("format", Exactly(PROJECT_FORMAT, "FORMAT_UNSUPPORTED"), required=True),
     )
     id: str = field(metadata=key("id", ID))
     version: str = field(metadata=key("version", SEMVER))

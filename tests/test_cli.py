@@ -1,0 +1,131 @@
+"""The `seif` command: output shapes and exit codes of validate, test and build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compiler import load_build
+from conftest import REFERENCE
+from seif.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path: Path, doc: object, name: str = "p.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return str(path)
+
+
+def test_validate_reference_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", "--project", str(REFERENCE))
+    assert code == 0
+    assert "valid, 3 tools" in out
+    assert "inspect-context 1.0.0 sha256:" in out
+
+
+def test_validate_json_lists_contract_digests(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", "--project", str(REFERENCE), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] is True and doc["diagnostics"] == []
+    assert [t["id"] for t in doc["tools"]] == ["inspect-context", "search-knowledge",
+                                              "propose-change"]
+    assert all(t["contractDigest"].startswith("sha256:") for t in doc["tools"])
+
+
+def test_validate_invalid_prints_pointer_lines(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(REFERENCE.read_text())
+    doc["tools"][2]["approval"] = "none"
+    doc["profiles"][0]["toolRules"][2]["required"] = True
+    path = write(tmp_path, doc)
+    code, out, _ = run(capsys, "validate", "--project", path)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == (f"{path}:/profiles/0/toolRules/2/required: EXCLUDED_TOOL_REQUIRED: an "
+                        "excluded tool cannot be required; remove `required` or include the tool")
+    assert lines[1].startswith(f"{path}:/tools/2/approval: WRITE_WITHOUT_APPROVAL: ")
+    assert lines[-1] == f"{path}: invalid, 2 errors"
+
+
+def test_validate_json_syntax_error_has_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, '{\n  "format": "seif.context-project.v1",\n  "id": }')
+    code, out, _ = run(capsys, "validate", "--project", path, "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["ok"] is False
+    assert doc["diagnostics"] == [{"code": "JSON_SYNTAX", "line": 3, "column": 9,
+                                   "message": "not valid JSON: expecting value"}]
+
+
+def test_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", "--project", str(tmp_path / "missing.json"))
+    assert code == 2
+    assert "FILE_UNREADABLE" in out
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["validate"])
+    assert exc.value.code == 2
+
+
+def test_test_command_reports_separate_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "test", "--project", str(REFERENCE))
+    assert code == 0
+    assert "context: 16/16 passed, tools: 67/67 passed" in out
+
+
+def test_broken_expectation_fails_with_expected_and_actual(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads(REFERENCE.read_text())
+    doc["tests"][0]["expect"]["tools"]["include"].append("propose-change")
+    path = write(tmp_path, doc)
+    code, out, _ = run(capsys, "test", "--project", path)
+    assert code == 1
+    assert (f"{path}:/tests/0/expect/tools/include/1: FAIL learner-never-sees-proposals: "
+            "include tool propose-change: expected disclosed, actual not disclosed") in out
+    code, out, _ = run(capsys, "test", "--project", path, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert report["tools"]["total"] == report["tools"]["passed"] + 1
+
+
+def test_build_writes_artifacts_and_prints_digest(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "build", "--project", str(REFERENCE), "--out", str(tmp_path / "b"))
+    assert code == 0
+    digest = out.strip()
+    assert digest.startswith("blake3:")
+    assert load_build(tmp_path / "b").digest == digest
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["format"] == "seif.build.v2"
+    assert manifest["requiresRuntime"] == "seif.context-runtime.v2"
+
+
+def test_build_refuses_failing_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(REFERENCE.read_text())
+    doc["tests"][0]["expect"]["tools"]["exclude"] = ["inspect-context"]
+    code, _, err = run(capsys, "build", "--project", write(tmp_path, doc),
+                       "--out", str(tmp_path / "b"))
+    assert code == 1
+    assert "tests failed, no build written" in err
+    assert not (tmp_path / "b").exists()
+
+
+def test_diagnostics_doc_is_in_sync() -> None:
+    from compiler.docs import render
+    from conftest import ROOT
+
+    assert (ROOT / "docs" / "diagnostics.md").read_text() == render(), (
+        "run: python -m compiler.docs > docs/diagnostics.md"
+    )
