@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import reasons as R
+from policy.canonical import integral
 from policy.cel import evaluate
 from policy.explain import Explanation, condition_explanation, rule_explanation, tool_explanation
 from policy.ir import Project, Tool
@@ -163,7 +164,7 @@ def _conditions(
 ) -> Decision | Explanation | None:
     """A denial, or the first condition that made approval required (None: none did)."""
     activation = {
-        "args": call.arguments,
+        "args": integral(call.arguments),  # one call, one view: 8.0 is 8 here too
         "context": state.coordinates,
         "call": {
             "tool": call.tool,

@@ -202,8 +202,8 @@ def disclose(
     omitted = [o for o in omitted if o not in causes]
     budget = _Admission(profile.token_ceiling)
     messages, tools, blocking, over = _admit(ir, profile, ready, budget)
-    causes += blocking
-    omitted += over
+    causes = _declared_order(profile, causes + blocking)
+    omitted = _declared_order(profile, omitted + over)
     tokens = Tokens(messages=budget.messages, tools=budget.tools, ceiling=budget.ceiling)
     if causes:
         return Disclosure(
@@ -227,6 +227,18 @@ def disclose(
         tokens=tokens,
         tool_ids=frozenset(t.id for t in tools),
     )
+
+
+def _declared_order(profile: Profile, items: list[Omission]) -> list[Omission]:
+    """Messages in context order, then tools in rule order."""
+    position = {m.id: i for i, m in enumerate(profile.context)}
+
+    def key(o: Omission) -> tuple[int, int]:
+        if o.kind == "message":
+            return (0, position[o.id])
+        return (1, int(profile.rule_index[o.id]))
+
+    return sorted(items, key=key)
 
 
 def _is_required(profile: Profile, tool_id: str) -> bool:
