@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REFERENCE
 
 from compiler import load_build
-from conftest import REFERENCE
 from seif.cli import main
 
 
@@ -35,13 +35,17 @@ def test_validate_json_lists_contract_digests(capsys: pytest.CaptureFixture[str]
     code, out, _ = run(capsys, "validate", "--project", str(REFERENCE), "--json")
     doc = json.loads(out)
     assert code == 0 and doc["ok"] is True and doc["diagnostics"] == []
-    assert [t["id"] for t in doc["tools"]] == ["inspect-context", "search-knowledge",
-                                              "propose-change"]
+    assert [t["id"] for t in doc["tools"]] == [
+        "inspect-context",
+        "search-knowledge",
+        "propose-change",
+    ]
     assert all(t["contractDigest"].startswith("sha256:") for t in doc["tools"])
 
 
-def test_validate_invalid_prints_pointer_lines(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_invalid_prints_pointer_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     doc = json.loads(REFERENCE.read_text())
     doc["tools"][2]["approval"] = "none"
     doc["profiles"][0]["toolRules"][2]["required"] = True
@@ -49,8 +53,10 @@ def test_validate_invalid_prints_pointer_lines(tmp_path: Path,
     code, out, _ = run(capsys, "validate", "--project", path)
     assert code == 1
     lines = out.splitlines()
-    assert lines[0] == (f"{path}:/profiles/0/toolRules/2/required: EXCLUDED_TOOL_REQUIRED: an "
-                        "excluded tool cannot be required; remove `required` or include the tool")
+    assert lines[0] == (
+        f"{path}:/profiles/0/toolRules/2/required: EXCLUDED_TOOL_REQUIRED: an "
+        "excluded tool cannot be required; remove `required` or include the tool"
+    )
     assert lines[1].startswith(f"{path}:/tools/2/approval: WRITE_WITHOUT_APPROVAL: ")
     assert lines[-1] == f"{path}: invalid, 2 errors"
 
@@ -62,8 +68,14 @@ def test_validate_json_syntax_error_has_line_and_column(
     code, out, _ = run(capsys, "validate", "--project", path, "--json")
     doc = json.loads(out)
     assert code == 1 and doc["ok"] is False
-    assert doc["diagnostics"] == [{"code": "JSON_SYNTAX", "line": 3, "column": 9,
-                                   "message": "not valid JSON: expecting value"}]
+    assert doc["diagnostics"] == [
+        {
+            "code": "JSON_SYNTAX",
+            "line": 3,
+            "column": 9,
+            "message": "not valid JSON: expecting value",
+        }
+    ]
 
 
 def test_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,16 +104,19 @@ def test_broken_expectation_fails_with_expected_and_actual(
     path = write(tmp_path, doc)
     code, out, _ = run(capsys, "test", "--project", path)
     assert code == 1
-    assert (f"{path}:/tests/0/expect/tools/include/1: FAIL learner-never-sees-proposals: "
-            "include tool propose-change: expected disclosed, actual not disclosed") in out
+    assert (
+        f"{path}:/tests/0/expect/tools/include/1: FAIL learner-never-sees-proposals: "
+        "include tool propose-change: expected disclosed, actual not disclosed"
+    ) in out
     code, out, _ = run(capsys, "test", "--project", path, "--json")
     report = json.loads(out)
     assert code == 1 and report["ok"] is False
     assert report["tools"]["total"] == report["tools"]["passed"] + 1
 
 
-def test_build_writes_artifacts_and_prints_digest(tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_build_writes_artifacts_and_prints_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, "build", "--project", str(REFERENCE), "--out", str(tmp_path / "b"))
     assert code == 0
     digest = out.strip()
@@ -115,16 +130,18 @@ def test_build_writes_artifacts_and_prints_digest(tmp_path: Path,
 def test_build_refuses_failing_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(REFERENCE.read_text())
     doc["tests"][0]["expect"]["tools"]["exclude"] = ["inspect-context"]
-    code, _, err = run(capsys, "build", "--project", write(tmp_path, doc),
-                       "--out", str(tmp_path / "b"))
+    code, _, err = run(
+        capsys, "build", "--project", write(tmp_path, doc), "--out", str(tmp_path / "b")
+    )
     assert code == 1
     assert "tests failed, no build written" in err
     assert not (tmp_path / "b").exists()
 
 
 def test_diagnostics_doc_is_in_sync() -> None:
-    from compiler.docs import render
     from conftest import ROOT
+
+    from compiler.docs import render
 
     assert (ROOT / "docs" / "diagnostics.md").read_text() == render(), (
         "run: python -m compiler.docs > docs/diagnostics.md"

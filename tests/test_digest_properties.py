@@ -7,12 +7,12 @@ import copy
 import json
 import random
 
+from conftest import REFERENCE
 from hypothesis import given
 from hypothesis import strategies as st
 
 from compiler import compile_project, compile_text
 from compiler.build import build_bytes, make_build
-from conftest import REFERENCE
 from policy.canonical import canonical_cbor, canonical_json, decode_canonical_cbor
 from policy.codec import to_declaration
 from policy.digest import contract_digest
@@ -21,10 +21,14 @@ from policy.jsonvalue import freeze, json_equal
 REF_DOC = json.loads(REFERENCE.read_text())
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
-                                                                max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -55,10 +59,12 @@ def test_encodings_ignore_key_order(value: object, rng: random.Random) -> None:
 
 
 @given(st.randoms(use_true_random=False), st.integers(0, 4), st.sampled_from([" ", "\n", "\t"]))
-def test_build_digest_ignores_key_order_and_whitespace(rng: random.Random, indent: int,
-                                                       sep: str) -> None:
-    text = json.dumps(shuffled(REF_DOC, rng), indent=indent or None,
-                      separators=("," + sep, ":" + sep))
+def test_build_digest_ignores_key_order_and_whitespace(
+    rng: random.Random, indent: int, sep: str
+) -> None:
+    text = json.dumps(
+        shuffled(REF_DOC, rng), indent=indent or None, separators=("," + sep, ":" + sep)
+    )
     result = compile_text(text)
     assert result.project is not None
     assert make_build(result.project).digest == make_build(compile_project(REFERENCE)).digest
@@ -81,8 +87,13 @@ POLICY_EDITS = [
 
 
 def _digest(tool: dict) -> str:  # type: ignore[type-arg]  # a declared tool
-    return contract_digest(id=tool["id"], name=tool["name"], version=tool["version"],
-                           parameters=tool["parameters"], result=tool.get("result"))
+    return contract_digest(
+        id=tool["id"],
+        name=tool["name"],
+        version=tool["version"],
+        parameters=tool["parameters"],
+        result=tool.get("result"),
+    )
 
 
 @given(st.sampled_from(range(len(REF_DOC["tools"]))), st.sampled_from(CONTRACT_EDITS))
@@ -108,9 +119,13 @@ def test_compiled_digest_matches_the_spec_formula() -> None:
 
     ir = compile_project(REFERENCE)
     for declared, tool in zip(REF_DOC["tools"], ir.tools, strict=True):
-        contract = {"id": declared["id"], "name": declared["name"],
-                    "version": declared["version"], "arguments": declared["parameters"],
-                    "result": declared.get("result")}
+        contract = {
+            "id": declared["id"],
+            "name": declared["name"],
+            "version": declared["version"],
+            "arguments": declared["parameters"],
+            "result": declared.get("result"),
+        }
         expected = "sha256:" + hashlib.sha256(cbor2.dumps(contract, canonical=True)).hexdigest()
         assert tool.contract_digest == expected
 
