@@ -17,8 +17,8 @@ run: $(STAMP)
 	$(BIN)/python -m seif.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check policy compiler servers seif tests bench examples
-	$(BIN)/ruff format --check policy compiler servers seif tests bench examples
+	$(BIN)/ruff check policy compiler servers seif tests bench
+	$(BIN)/ruff format --check policy compiler servers seif tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
