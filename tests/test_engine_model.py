@@ -214,25 +214,32 @@ class EngineAgainstModel(RuleBasedStateMachine):
         self.lock = Lockstep(doc, compile_project(doc), data.draw(argument_pools(doc)))
         self.resolve_with(data, ready_weight=12)
 
-    def resolve_with(self, data: st.DataObject, ready_weight: int = 3) -> None:
+    def resolve_with(self, data: st.DataObject, ready_weight: int = 8) -> None:
         doc = self.lock.doc
-        objective = data.draw(st.sampled_from([o["id"] for o in doc["objectives"]] + ["nope"]))
-        self.lock.resolve(
-            objective, data.draw(observations(doc, ready_weight)), data.draw(COORDINATES)
-        )
+        objectives = [o["id"] for o in doc["objectives"]]
+        objective = data.draw(st.sampled_from([*objectives, *objectives, "nope"]))
+        self.lock.resolve(objective, data.draw(observations(doc, ready_weight)),
+                          data.draw(COORDINATES))
 
     @rule(data=st.data())
     def resolve(self, data: st.DataObject) -> None:
         self.resolve_with(data)
 
-    @rule(data=st.data())
-    def call(self, data: st.DataObject) -> None:
-        tools = [t["id"] for t in self.lock.doc["tools"]] + self.lock.disclosed * 2
+    def call_one_of(self, tools: list[str], data: st.DataObject) -> None:
         how = data.draw(APPROVALS)
         tool, call_id = data.draw(st.sampled_from(tools)), data.draw(CALL_IDS)
         index = data.draw(st.integers(0, 2))
         approval_id = how if how in PLAIN else self.lock.approve_for(how, tool, call_id, index)
         self.lock.call(tool, call_id, index, approval_id)
+
+    @rule(data=st.data())
+    def call_any_tool(self, data: st.DataObject) -> None:
+        self.call_one_of([t["id"] for t in self.lock.doc["tools"]], data)
+
+    @rule(data=st.data())
+    def call_disclosed_tool(self, data: st.DataObject) -> None:
+        if self.lock.disclosed:
+            self.call_one_of(self.lock.disclosed, data)
 
     @rule(
         how=st.sampled_from(["exact", "exact", "args", "callId", "tool"]),
@@ -252,7 +259,7 @@ class EngineAgainstModel(RuleBasedStateMachine):
 
     @rule(
         how=st.one_of(
-            st.integers(0, 400_000),
+            st.integers(0, 100_000),
             st.sampled_from(["context", "context-1", "approval", "approval-1"]),
         )
     )
