@@ -12,11 +12,14 @@ so every timed call decides the same first call.
 cedarpy: the same include/exclude rules and the write-approval rule written in Cedar (one policy
 per tool rule of the project, plus one ``forbid`` for writes without approval), the principal
 being the profile, the action ``Action::"call"``, the resource the tool with its ``effect``, the
-context ``{"approved": bool}``. Two ways: ``is_authorized`` given the policy text and the
+context ``{"approved": bool}``; uids are given as ``{"type", "id"}`` (cedarpy would otherwise
+parse ``Type::"id"`` text per call). Two ways: ``is_authorized`` given the policy text and the
 entities JSON text on every call (both parsed per call), and given a ``PolicySet`` and an
-``Entities`` parsed once. Cedar does not see arguments: it neither validates nor fingerprints them,
-and the approval is a boolean the caller asserts, where seif checks an approval bound to the exact
-context, tool, callId and argument fingerprint, unexpired.
+``Entities`` parsed once. Both include cedarpy's binding: the context dumped to JSON, the
+result loaded from JSON into an ``AuthzResult`` (whose ``metrics`` are reported per case).
+Cedar does not see arguments: it neither validates nor fingerprints them, and the approval is
+a boolean the caller asserts, where seif checks an approval bound to the exact context, tool,
+callId and argument fingerprint, unexpired.
 
 Rows are per decision. ``ratios`` are cedar time / seif time (above 1: seif is faster).
 ``python -m bench.engine --profile`` prints a cProfile of ``decide`` per case.
@@ -72,7 +75,8 @@ COMPUTES = {
     "cedarpy text": (
         "parse the policy text and the entities JSON text, then evaluate the principal/action/"
         "resource/context request; arguments are not seen (no validation, no fingerprint, no "
-        "duplicate or call-limit state); approval is a caller-asserted context boolean"
+        "duplicate or call-limit state); approval is a caller-asserted context boolean; "
+        "plus the binding's JSON round trip (context dumped, result loaded)"
     ),
     "cedarpy prepared": (
         "evaluate the request against a PolicySet and an Entities parsed once; otherwise the "
@@ -129,9 +133,15 @@ def cedar_entities(ir: Project) -> list[dict[str, Any]]:
 
 
 def cedar_request(objective: str, ir: Project, tool: str, approved: bool) -> dict[str, Any]:
+    """The request with ``{"type", "id"}`` uids: cheaper for cedarpy than ``Type::"id"`` text,
+    which it parses per call."""
     profile = ir.objective_by_id[objective].profile
-    return {"principal": f'Profile::"{profile}"', "action": 'Action::"call"',
-            "resource": f'Tool::"{tool}"', "context": {"approved": approved}}  # fmt: skip
+    return {
+        "principal": {"type": "Profile", "id": profile},
+        "action": {"type": "Action", "id": "call"},
+        "resource": {"type": "Tool", "id": tool},
+        "context": {"approved": approved},
+    }
 
 
 # ---------------------------------------------------------------- the cases
@@ -198,7 +208,10 @@ def outcomes(prepared: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     ir, found, mismatches = prepared["ir"], {}, []
     for case in prepared["cases"]:
         decision = seif_decider(ir, case)()
-        cedar = {impl: fn().decision.value for impl, fn in cedar_deciders(prepared, case).items()}
+        results = {impl: fn() for impl, fn in cedar_deciders(prepared, case).items()}
+        cedar = {impl: result.decision.value for impl, result in results.items()}
+        diagnostics = results["cedarpy prepared"].diagnostics
+        ids = diagnostics.id_annotations_by_reason
         name = case["name"]
         found[name] = {
             "objective": case["objective"], "tool": case["call"].tool,
@@ -208,6 +221,10 @@ def outcomes(prepared: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                      "errors": len(decision.errors)},
             "expected": {"outcome": case["expected"][0], "reason": case["expected"][1]},
             **cedar, "cedar expected": case["cedar_expected"],
+            "cedar reasons": [ids.get(r, r) for r in diagnostics.reasons],
+            "cedar metrics (prepared, one call)": {
+                k: v for k, v in results["cedarpy prepared"].metrics.items()
+                if k.endswith("_micros")},
         }  # fmt: skip
         if (decision.outcome, decision.reason) != case["expected"]:
             mismatches.append(f"seif {name}: {decision.outcome} {decision.reason}, expected "

@@ -14,7 +14,7 @@ from typing import Any
 
 import cbor2
 
-from policy.jsonvalue import JsonValue, freeze
+from policy.jsonvalue import FrozenMap, JsonValue, freeze
 
 
 class EncodingError(ValueError):
@@ -68,6 +68,44 @@ def decode_canonical_cbor(data: bytes) -> JsonValue:
     if canonical_cbor(value) != data:
         raise EncodingError("", "CBOR is not in core deterministic (canonical) form")
     return freeze(value)
+
+
+class _NotCanonical(Exception):
+    pass
+
+
+def _identity(value: JsonValue) -> JsonValue:
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is float:
+        if value - value != 0.0:
+            raise _NotCanonical
+        return int(value) if value.is_integer() else value
+    if t is dict or t is FrozenMap:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotCanonical
+            out[k] = _identity(v)
+        return out
+    if t is list or t is tuple:
+        return [_identity(v) for v in value]
+    try:  # other mappings and sequences: the general path
+        _check(value, "")
+    except EncodingError:
+        raise _NotCanonical from None
+    return integral(value)
+
+
+def identity_value(value: JsonValue) -> JsonValue:
+    """``integral(value)`` once ``_check(value)`` passed, in one walk without ABC checks on the
+    common types; the pointer of a failure is computed only when there is one."""
+    try:
+        return _identity(value)
+    except _NotCanonical:
+        _check(value, "")
+        raise AssertionError("unreachable") from None
 
 
 def integral(value: JsonValue) -> JsonValue:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import reasons as R
-from policy.canonical import integral
+from policy.canonical import EncodingError, integral
 from policy.cel import evaluate
 from policy.explain import Explanation, condition_explanation, rule_explanation, tool_explanation
 from policy.ir import Project, Tool
@@ -75,7 +75,10 @@ def decide(ir: Project, context_state: ContextState | None, call: Call, now: Ins
     if call.tool not in context_state.disclosure.tool_ids:
         return _deny(call, R.TOOL_NOT_DISCLOSED, _not_disclosed(ir, context_state, call.tool))
     tool: Tool = ir.tool_by_id[call.tool]
-    fp = context_state.fingerprint(call.arguments)
+    try:
+        fp = context_state.fingerprint(call.arguments)
+    except EncodingError as exc:  # NaN, infinity, a non-string key: not JSON, never one call
+        return _not_json(ir, call, tool, exc)
     prior = context_state.dispatched.get(call.call_id)
     if prior is not None:
         if prior.tool == call.tool and prior.fingerprint == fp:
@@ -91,6 +94,14 @@ def decide(ir: Project, context_state: ContextState | None, call: Call, now: Ins
             call, R.CALL_CONFLICT, rule_explanation(ir, profile, call.tool), fingerprint=fp
         )
     return _after_identity(ir, context_state, call, tool, fp, t)
+
+
+def _not_json(ir: Project, call: Call, tool: Tool, exc: EncodingError) -> Decision:
+    errors = tool.validator.errors(call.arguments) or (
+        SchemaError(pointer=exc.pointer, keyword="type", message=exc.message),
+    )
+    why = tool_explanation(ir, tool.id, "/parameters")
+    return _deny(call, R.ARGUMENTS_INVALID, why, errors=errors)
 
 
 def detail_of(text: str) -> Explanation:
@@ -129,7 +140,7 @@ def _after_identity(
         )
     why_approval: Explanation | None = None
     if tool.approval == "required":
-        why_approval = tool_explanation(ir, tool.id, "", f"{tool.effect} tool: approval required")
+        why_approval = ir.approval_explanations[tool.id]
     rule = ir.profile_by_id[profile].tool_rules[ir.profile_by_id[profile].rule_index[tool.id]]
     if rule.conditions:
         verdict = _conditions(ir, state, call, profile, rule.conditions)

@@ -7,9 +7,10 @@ from JSON and for one loaded from a build, whatever the key order or whitespace 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from policy.ir import Project
+if TYPE_CHECKING:
+    from policy.ir import Project
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +41,10 @@ def profile_pointer(ir: Project, profile_id: str) -> str:
 
 def rule_explanation(ir: Project, profile_id: str, tool_id: str, detail: str = "") -> Explanation:
     """The profile's rule for ``tool_id``, or the profile's rule list when it has none."""
+    if not detail:
+        found: Explanation | None = ir.rule_explanations.get(profile_id, {}).get(tool_id)
+        if found is not None:
+            return found
     profile = ir.profile_by_id[profile_id]
     base = profile_pointer(ir, profile_id)
     index = profile.rule_index.get(tool_id)

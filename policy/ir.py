@@ -31,6 +31,7 @@ from policy.constraints import (
     key,
 )
 from policy.digest import contract_digest
+from policy.explain import Explanation
 from policy.jsonvalue import EMPTY_MAP, FrozenMap, JsonValue
 from policy.schema import Validator, compile_validator
 
@@ -226,9 +227,50 @@ class Project:
     objective_by_id: FrozenMap = _derived()
     tool_position: FrozenMap = _derived()
     profile_position: FrozenMap = _derived()
+    rule_explanations: FrozenMap = _derived()
+    """profile id -> tool id -> the explanation of that tool rule (no detail), built once."""
+    approval_explanations: FrozenMap = _derived()
+    """tool id -> why a call of it needs approval, built once."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        set_(
+            self,
+            "rule_explanations",
+            FrozenMap(
+                (
+                    p.id,
+                    FrozenMap(
+                        (
+                            r.tool,
+                            Explanation(
+                                pointer=f"/profiles/{i}/toolRules/{j}",
+                                profile=p.id,
+                                rule=j,
+                                tool=r.tool,
+                            ),
+                        )
+                        for j, r in enumerate(p.tool_rules)
+                    ),
+                )
+                for i, p in enumerate(self.profiles)
+            ),
+        )
+        set_(
+            self,
+            "approval_explanations",
+            FrozenMap(
+                (
+                    t.id,
+                    Explanation(
+                        pointer=f"/tools/{i}",
+                        tool=t.id,
+                        detail=f"{t.effect} tool: approval required",
+                    ),
+                )
+                for i, t in enumerate(self.tools)
+            ),
+        )
         set_(self, "tool_by_id", FrozenMap((t.id, t) for t in self.tools))
         set_(self, "profile_by_id", FrozenMap((p.id, p) for p in self.profiles))
         set_(self, "objective_by_id", FrozenMap((o.id, o) for o in self.objectives))

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import blake3
+import cbor2
 
-from policy.canonical import canonical_cbor, integral
+from policy.canonical import identity_value as _identity_value
 from policy.disclosure import Disclosure, disclosure_context
 from policy.jsonvalue import EMPTY_MAP, FrozenMap, JsonValue
 
@@ -37,7 +38,8 @@ def millis(t: Instant) -> int:
 def argument_identity(arguments: JsonValue) -> bytes:
     """The canonical form of a call's arguments: deterministic CBOR after integer-valued
     numbers are written as integers (``{"a": 1.0}`` and ``{"a": 1}`` are one call)."""
-    return canonical_cbor(integral(arguments))
+    data: bytes = cbor2.dumps(_identity_value(arguments), canonical=True)
+    return data
 
 
 def fingerprint(arguments: JsonValue, key: bytes | None = None) -> str:
