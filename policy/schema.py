@@ -416,7 +416,7 @@ def _object_errors(
     for name in node.required:
         if name not in node.declared and name not in value:
             out.append(SchemaError(pointer, "required", f"missing required property `{name}`"))
-    for key, item in value.items():
+    for key, item in sorted(value.items(), key=lambda kv: str(kv[0])):  # key order is not identity
         if key in node.declared:
             continue
         if not node.additional:
@@ -476,7 +476,7 @@ class Validator:
         """Every failing keyword, in a deterministic order; ``()`` when ``value`` is valid.
 
         Order: the node's own keywords, then declared properties in schema order, then
-        additional properties in the value's key order, then array items by index.
+        additional properties in sorted key order, then array items by index.
         """
         if self.is_valid(value):
             return ()

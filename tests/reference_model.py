@@ -71,15 +71,15 @@ def identity(arguments: Any) -> bytes:
     return canonical_cbor(integral(arguments))
 
 
-def closed(schema: Any) -> Any:
+def closed(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema with the subset's default written out: objects are closed."""
-    if isinstance(schema, dict):
-        out = {k: closed(v) for k, v in schema.items()}
-        if out.get("type") == "object":
-            out.setdefault("additionalProperties", False)
-            out["properties"] = {k: closed(v) for k, v in schema.get("properties", {}).items()}
-        return out
-    return schema
+    out = dict(schema)
+    if out["type"] == "object":
+        out.setdefault("additionalProperties", False)
+        out["properties"] = {k: closed(v) for k, v in out.get("properties", {}).items()}
+    if out["type"] == "array" and "items" in out:
+        out["items"] = closed(out["items"])
+    return out
 
 
 def valid(tool: dict[str, Any], arguments: Any) -> bool:
@@ -99,6 +99,33 @@ def find(items: list[dict[str, Any]], id_: str) -> tuple[int, dict[str, Any] | N
     return -1, None
 
 
+def resolution(
+    status: str,
+    reason: str | None,
+    messages: list[str],
+    tools: list[str],
+    omitted: list[Any],
+    causes: list[Any],
+    figures: tuple[int, int, int],
+) -> dict[str, Any]:
+    """A disclosure: (kind, id, reason, pointer) rows for omissions and causes; token figures
+    are (messages, tools, ceiling)."""
+    return {
+        "status": status,
+        "reason": reason,
+        "messages": messages,
+        "tools": tools,
+        "omitted": omitted,
+        "causes": causes,
+        "tokens": figures,
+    }
+
+
+def declared(omission: tuple[str, str, str, str]) -> tuple[bool, int]:
+    """Declared order: messages in context order, then tools in rule order."""
+    return omission[0] == "tool", int(omission[3].rsplit("/", 1)[1])
+
+
 def disclose(
     doc: dict[str, Any],
     objective: str,
@@ -107,15 +134,7 @@ def disclose(
 ) -> dict[str, Any]:
     _, chosen = find(doc["objectives"], objective)
     if chosen is None:
-        return {
-            "status": "BLOCKED",
-            "reason": "OBJECTIVE_UNKNOWN",
-            "messages": [],
-            "tools": [],
-            "omitted": [],
-            "causes": [],
-            "tokens": (0, 0, 0),
-        }
+        return resolution("BLOCKED", "OBJECTIVE_UNKNOWN", [], [], [], [], (0, 0, 0))
     p, profile = find(doc["profiles"], chosen["profile"])
     assert profile is not None
     ctx = context_of(objective, context)
@@ -173,27 +192,16 @@ def disclose(
                 tools.append(tool["id"])
             else:
                 misses.append(("tool", tool["id"], "TOKEN_BUDGET_EXCEEDED", where))
+    omitted.sort(key=declared)
+    causes.sort(key=declared)
     if causes:
-        return {
-            "status": "BLOCKED",
-            "reason": "RESOLUTION_BLOCKED",
-            "messages": [],
-            "tools": [],
-            "omitted": omitted,
-            "causes": causes,
-            "tokens": (0, 0, ceiling),
-        }
+        return resolution("BLOCKED", "RESOLUTION_BLOCKED", [], [], omitted, causes, (0, 0, ceiling))
     message_order = [m["id"] for m in profile.get("context", [])]
     tool_order = [t["id"] for t, _, _ in ready]
-    return {
-        "status": "RESOLVED",
-        "reason": None,
-        "omitted": omitted,
-        "causes": [],
-        "messages": sorted(messages, key=message_order.index),
-        "tools": sorted(tools, key=tool_order.index),
-        "tokens": (used["messages"], used["tools"], ceiling),
-    }
+    messages.sort(key=message_order.index)
+    tools.sort(key=tool_order.index)
+    figures = (used["messages"], used["tools"], ceiling)
+    return resolution("RESOLVED", None, messages, tools, omitted, [], figures)
 
 
 def open_context(

@@ -261,4 +261,4 @@ def steps(doc: dict[str, Any], disclosed: Sequence[str] = ()) -> st.SearchStrate
             st.sampled_from(["context", "context-1", "approval", "approval", "approval-1"]),
         ),
     )
-    return st.lists(st.one_of(call, call, call, call, approve, advance), min_size=4, max_size=30)
+    return st.lists(st.one_of(call, call, call, call, approve, advance), min_size=6, max_size=30)
