@@ -7,6 +7,7 @@ integer milliseconds since the Unix epoch (:func:`millis` converts an aware ``da
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,3 +128,24 @@ class ContextState:
             expires_at=millis(now) + APPROVAL_TTL_MS,
         )
         return replace(self, approvals=FrozenMap({**self.approvals, approval_id: approval}))
+
+
+def with_history(
+    state: ContextState, dispatched: Iterable[Any], approvals: Iterable[Any] = ()
+) -> ContextState:
+    """``state`` plus recorded history: each item of ``dispatched`` has ``call_id``, ``tool``
+    and ``fingerprint`` (every recorded dispatch counts, whatever its outcome), each approval
+    ``approval_id``, ``tool``, ``call_id``, ``fingerprint`` and ``expires_at``."""
+    calls = dict(state.dispatched)
+    counts = dict(state.counts)
+    for d in dispatched:
+        calls[d.call_id] = Dispatch(tool=d.tool, fingerprint=d.fingerprint)
+        counts[d.tool] = counts.get(d.tool, 0) + 1
+    granted = dict(state.approvals)
+    for a in approvals:
+        granted[a.approval_id] = Approval(
+            tool=a.tool, call_id=a.call_id, fingerprint=a.fingerprint, expires_at=a.expires_at
+        )
+    return replace(
+        state, dispatched=FrozenMap(calls), counts=FrozenMap(counts), approvals=FrozenMap(granted)
+    )

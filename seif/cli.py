@@ -39,7 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--project", required=True, metavar="FILE")
     build.add_argument("--out", required=True, metavar="DIR")
     build.set_defaults(run=cmd_build)
+    serve = sub.add_parser("serve", help="run the runtime server")
+    serve.add_argument("--build", required=True, metavar="BUILD_DIR")
+    serve.add_argument("--bindings", required=True, metavar="FILE")
+    serve.add_argument("--credentials", required=True, metavar="FILE")
+    serve.add_argument("--data", required=True, metavar="DATA_DIR")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument("--require-turn", action="store_true")
+    serve.set_defaults(run=_serve)
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from seif.serve import cmd_serve  # noqa: PLC0415  # aiohttp loads only for `seif serve`
+
+    return cmd_serve(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,68 @@
+"""`seif serve`: the runtime server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+
+from aiohttp import web
+
+from compiler.diagnostics import CompileError
+from seif.output import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, warn
+from servers.app import create_app
+from servers.config import ConfigError
+from servers.datadir import DataDirLocked
+from servers.prepare import Prepared, prepare
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        prepared = prepare(
+            build_dir=args.build,
+            bindings_path=args.bindings,
+            credentials_path=args.credentials,
+            data_dir=args.data,
+            env=os.environ,
+            require_turn=args.require_turn,
+        )
+    except CompileError as exc:
+        for d in exc.diagnostics:
+            warn(f"{args.build}:{d.location}: {d.code}: {d.message}")
+        return EXIT_USAGE
+    except ConfigError as exc:
+        for p in exc.problems:
+            warn(f"{p.file}:{p.pointer}: {p.code}: {p.message}")
+        return EXIT_USAGE
+    except DataDirLocked as exc:
+        warn(f"{args.data}: DATA_DIR_LOCKED: owned by pid {exc.pid} on host `{exc.host}`")
+        return EXIT_LOCKED
+    try:
+        asyncio.run(_serve(prepared, args.host, args.port))
+    except OSError as exc:
+        warn(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    finally:
+        prepared.data.close()
+    return EXIT_OK
+
+
+async def _serve(prepared: Prepared, host: str, port: int) -> None:
+    runner = web.AppRunner(create_app(prepared), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = runner.addresses[0]
+        shown = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]
+        sys.stdout.write(f"seif runtime listening on http://{shown}:{bound[1]}\n")
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()

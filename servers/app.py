@@ -1,0 +1,239 @@
+"""The runtime's aiohttp application: ``create_app(prepared) -> web.Application``.
+
+Handlers authenticate, decode, ask the :class:`~servers.runtime.Runtime`, encode. There is no
+policy logic here.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from servers import openapi, wire
+from servers.config import Credential
+from servers.decision_log import DecisionLog, read_records
+from servers.executor import ExecutorClient, new_session
+from servers.prepare import Prepared
+from servers.records import iso
+from servers.runtime import Runtime
+from servers.store import Store
+from servers.wire import HttpError, json_response
+
+LOG = logging.getLogger("seif.runtime")
+RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
+PREPARED: web.AppKey[Prepared] = web.AppKey("prepared", Prepared)
+TURN_TTL_MS = 15 * 60 * 1000
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(slots=True)
+class Turn:
+    credential: str
+    expires_at: int
+    outcome: str | None = None
+
+
+TURNS: web.AppKey[dict[str, Turn]] = web.AppKey("turns", dict)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except HttpError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(
+            exc.status, "HTTP_ERROR"
+        )
+        return HttpError(exc.status, code, exc.reason or code.lower()).response()
+    except Exception as exc:  # a bug, never a client's doing: say nothing about the data
+        LOG.error("internal error in %s %s: %s", request.method, request.path, type(exc).__name__)
+        return HttpError(500, "INTERNAL", "internal error").response()
+
+
+def _credential(request: web.Request, scope: str | None) -> Credential:
+    header = request.headers.get("Authorization", "")
+    token = header[7:] if header.startswith("Bearer ") else None
+    found = request.app[PREPARED].credentials.authenticate(token)
+    if found is None:
+        raise HttpError(401, "UNAUTHENTICATED", "a valid bearer token is required")
+    if scope is not None and scope not in found.scopes:
+        raise HttpError(403, "FORBIDDEN", f"the credential lacks the `{scope}` scope")
+    return found
+
+
+def _approver(request: web.Request) -> str:
+    """The approval credential only, never a bearer token; the approver id is trusted only
+    from that credential."""
+    expected = request.app[PREPARED].approval_token
+    given = request.headers.get("x-seif-tool-approval", "")
+    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise HttpError(
+            401,
+            "UNAUTHENTICATED",
+            "the runner approval credential is required in `x-seif-tool-approval`",
+        )
+    approver = request.headers.get("x-seif-approver", "").strip()
+    return approver[:128] if approver else "runtime-approval-token"
+
+
+def _live_turn(request: web.Request, credential: Credential, turn_id: str | None) -> str | None:
+    runtime = request.app[RUNTIME]
+    if turn_id is None:
+        if request.app[PREPARED].require_turn:
+            raise HttpError(403, "TURN_REQUIRED", "start a turn and pass its `turnId`")
+        return None
+    turn = request.app[TURNS].get(turn_id)
+    if (
+        turn is None
+        or turn.credential != credential.id
+        or turn.outcome is not None
+        or runtime.clock() >= turn.expires_at
+    ):
+        raise HttpError(403, "TURN_REQUIRED", "`turnId` is not a live turn of this credential")
+    return turn_id
+
+
+async def health(_request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def ready(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    tools = {}
+    for tool in runtime.ir.tools:
+        if tool.id in runtime.bindings.tools:
+            seen = await runtime.observe(tool.id)
+            ok = (seen.get("state"), seen.get("version"), seen.get("contractDigest")) == (
+                "READY",
+                tool.version,
+                tool.contract_digest,
+            )
+            tools[tool.id] = (
+                "READY"
+                if ok
+                else ("INCOMPATIBLE" if seen.get("state") == "READY" else "UNAVAILABLE")
+            )
+    status = 200 if all(v == "READY" for v in tools.values()) else 503
+    return json_response({"ready": status == 200, "tools": tools}, status=status)
+
+
+async def capabilities(request: web.Request) -> web.Response:
+    _credential(request, None)
+    return json_response(openapi.capabilities())
+
+
+async def openapi_doc(_request: web.Request) -> web.Response:
+    return json_response(openapi.document())
+
+
+async def start_turn(request: web.Request) -> web.Response:
+    credential = _credential(request, "context.resolve")
+    turn_id = "turn_" + secrets.token_urlsafe(18)
+    expires = request.app[RUNTIME].clock() + TURN_TTL_MS
+    request.app[TURNS][turn_id] = Turn(credential.id, expires)
+    return json_response({"turnId": turn_id, "expiresAt": iso(expires)})
+
+
+async def complete_turn(request: web.Request) -> web.Response:
+    credential = _credential(request, "context.resolve")
+    body = wire.fields(await wire.read_json(request), wire.COMPLETE_TURN)
+    if body["outcome"] not in ("COMPLETED", "FAILED"):
+        raise wire.bad_request("`outcome` must be `COMPLETED` or `FAILED`")
+    turn = request.app[TURNS].get(request.match_info["turnId"])
+    if turn is None or turn.credential != credential.id:
+        raise HttpError(404, "TURN_UNKNOWN", "no such turn")
+    if turn.outcome is not None:
+        raise HttpError(409, "TURN_COMPLETED", "the turn was completed already")
+    turn.outcome = body["outcome"]
+    return json_response({"turnId": request.match_info["turnId"], "outcome": turn.outcome})
+
+
+async def resolve(request: web.Request) -> web.Response:
+    credential = _credential(request, "context.resolve")
+    body = wire.fields(await wire.read_json(request), wire.RESOLVE)
+    turn = _live_turn(request, credential, body["turnId"])
+    return json_response(await request.app[RUNTIME].resolve(body, turn))
+
+
+async def execute(request: web.Request) -> web.Response:
+    credential = _credential(request, "tools.execute")
+    body = wire.fields(await wire.read_json(request), wire.EXECUTE)
+    _live_turn(request, credential, body["turnId"])
+    return json_response(await request.app[RUNTIME].execute(body))
+
+
+async def approve(request: web.Request) -> web.Response:
+    approver = _approver(request)
+    body = wire.fields(await wire.read_json(request), wire.APPROVE)
+    return json_response(await request.app[RUNTIME].approve(body, approver))
+
+
+async def pending(request: web.Request) -> web.Response:
+    _approver(request)
+    return json_response({"pending": request.app[RUNTIME].pending_calls()})
+
+
+async def report(request: web.Request) -> web.Response:
+    _credential(request, "context.resolve")
+    body = wire.fields(await wire.read_json(request), wire.REPORT)
+    request.app[RUNTIME].report(body)
+    return json_response({"accepted": True}, status=202)
+
+
+async def traces(request: web.Request) -> web.Response:
+    _credential(request, "traces.read")
+    ref = request.match_info["contextRef"]
+    path = request.app[PREPARED].data.path / "decisions.cbor"
+    events = [r for r in read_records(path) if r.get("contextRef") == ref]
+    return json_response({"contextRef": ref, "events": events})
+
+
+async def _resources(app: web.Application) -> AsyncIterator[None]:
+    prepared = app[PREPARED]
+    session = new_session()
+    store = Store.open(prepared.data.path / "dispatch.sqlite")
+    log = DecisionLog.open(prepared.data.path / "decisions.cbor")
+    app[RUNTIME] = Runtime(
+        build=prepared.build,
+        bindings=prepared.bindings,
+        store=store,
+        log=log,
+        client=ExecutorClient(session),
+        fingerprint_key=prepared.fingerprint_key,
+        clock=prepared.clock,
+    )
+    try:
+        yield
+    finally:
+        await app[RUNTIME].drain()
+        await session.close()
+        log.close()
+        store.close()
+
+
+def create_app(prepared: Prepared) -> web.Application:
+    app = web.Application(middlewares=[errors], client_max_size=wire.MAX_BODY_BYTES)
+    app[PREPARED] = prepared
+    app[TURNS] = {}
+    app.cleanup_ctx.append(_resources)
+    app.router.add_get("/v1/health", health)
+    app.router.add_get("/v1/ready", ready)
+    app.router.add_get("/v1/capabilities", capabilities)
+    app.router.add_get("/v1/openapi.json", openapi_doc)
+    app.router.add_post("/v1/turns", start_turn)
+    app.router.add_post("/v1/turns/{turnId}/complete", complete_turn)
+    app.router.add_post("/v1/context/resolve", resolve)
+    app.router.add_post("/v1/context/tools/execute", execute)
+    app.router.add_post("/v1/context/tools/approve", approve)
+    app.router.add_post("/runtime/v1/context/tools/approve", approve)
+    app.router.add_get("/v1/context/tools/pending", pending)
+    app.router.add_post("/v1/context/disclosures", report)
+    app.router.add_get("/v1/traces/{contextRef}", traces)
+    return app

@@ -1,0 +1,304 @@
+"""The runtime's data directory: one owner process, and the runtime key.
+
+Layout (documented in ``docs/data-directory.md``)::
+
+    DATA_DIR/                 0700
+      owner.lock              flock()ed by the owner; JSON {"pid", "host", "startedAt"}
+      runtime.key             32 random bytes, 0600, created once
+      dispatch.sqlite         the dispatch store (servers.store), with -wal and -shm
+      decisions.cbor          the decision log (servers.decision_log)
+
+Ownership is ``flock(LOCK_EX | LOCK_NB)`` on ``owner.lock``, held for the life of the process.
+The kernel releases it when the owner dies, however it dies, so a dead owner is reclaimed by
+the next opener; the JSON in the file is information for the refusal message, never the lock
+itself. A file left by a dead owner is simply overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import socket
+import stat
+import threading
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+OWNER_LOCK = "owner.lock"
+RUNTIME_KEY = "runtime.key"
+DISPATCH_DB = "dispatch.sqlite"
+DECISION_LOG = "decisions.cbor"
+
+KEY_BYTES = 32
+_KEY_TMP = RUNTIME_KEY + ".tmp"
+_READ_OWNER_TRIES = 20
+_READ_OWNER_PAUSE_S = 0.025
+
+
+class DataDirError(Exception):
+    """The data directory cannot be used (a bad key file, a lock file that is not a file)."""
+
+
+class DataDirLocked(DataDirError):
+    """Another live process owns the data directory."""
+
+    def __init__(self, path: Path, pid: int, host: str, *, running_here: bool | None) -> None:
+        self.path = path
+        self.pid = pid
+        self.host = host
+        message = f"data directory `{path}` is owned by pid {pid} on host `{host}`"
+        if running_here is False:
+            message += (
+                " (that pid is not running here: the lock is held by a process that inherited"
+                " it, or by one in another PID namespace)"
+            )
+        super().__init__(message)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _pid_running(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, it is someone else's
+        return True
+    return True
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class DataDir:
+    """An owned data directory. ``DataDir.open(path)`` or raise :class:`DataDirLocked`."""
+
+    path: Path
+
+    def __init__(self, path: Path, lock_fd: int) -> None:
+        self.path = path
+        self._lock_fd = lock_fd
+        self._key: bytes | None = None
+        self._key_lock = threading.Lock()
+        _OPEN.add(self)
+
+    @classmethod
+    def open(cls, path: str | Path) -> DataDir:
+        """Create the directory (0700) if needed and take ownership of it."""
+        root = Path(path).absolute()
+        existed = root.exists()
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not existed:
+            os.chmod(root, 0o700)  # mkdir's mode is filtered by the umask; make it exact
+        fd = _open_lock_file(root / OWNER_LOCK)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+            owner = _read_owner(fd)
+            os.close(fd)
+            raise _locked(root, owner) from None
+        try:
+            _write_owner(fd)
+        except BaseException:
+            os.close(fd)  # closing the only descriptor releases the lock
+            raise
+        return cls(root, fd)
+
+    @property
+    def store_path(self) -> Path:
+        return self.path / DISPATCH_DB
+
+    @property
+    def log_path(self) -> Path:
+        return self.path / DECISION_LOG
+
+    def runtime_key(self) -> bytes:
+        """The 32-byte runtime key, created once (mode 0600) and read afterwards."""
+        with self._key_lock:
+            self._check_open()
+            if self._key is None:
+                key_path = self.path / RUNTIME_KEY
+                if not os.path.lexists(key_path):
+                    _create_key(self.path)
+                self._key = _read_key(key_path)
+            return self._key
+
+    def close(self) -> None:
+        """Release ownership. Idempotent."""
+        fd, self._lock_fd = self._lock_fd, -1
+        if fd < 0:
+            return
+        _OPEN.discard(self)
+        try:
+            os.ftruncate(fd, 0)  # no owner now; a stale file would be harmless anyway
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._lock_fd < 0
+
+    def _check_open(self) -> None:
+        if self._lock_fd < 0:
+            raise DataDirError(f"data directory `{self.path}` is closed")
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop the inherited descriptor without unlocking (``LOCK_UN``
+        would release the parent's lock, which shares the open file description)."""
+        fd, self._lock_fd = self._lock_fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> DataDir:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+_OPEN: weakref.WeakSet[DataDir] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child must never keep the lock alive after its parent dies."""
+    for data_dir in list(_OPEN):
+        data_dir._forget_after_fork()
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _open_lock_file(path: Path) -> int:
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DataDirError(f"`{path}` is a symbolic link") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DataDirError(f"`{path}` is not a regular file")
+    return fd
+
+
+def _write_owner(fd: int) -> None:
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "startedAt": _now_ms()}
+    data = json.dumps(owner, separators=(",", ":")).encode() + b"\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+
+
+def _parse_owner(data: bytes) -> dict[str, Any] | None:
+    try:
+        owner = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(owner, dict):
+        return None
+    pid, host = owner.get("pid"), owner.get("host")
+    if type(pid) is not int or not isinstance(host, str):
+        return None
+    return owner
+
+
+def _read_owner(fd: int) -> dict[str, Any]:
+    """The owner's record; the owner may be between truncating and rewriting it, so retry."""
+    for _ in range(_READ_OWNER_TRIES):
+        owner = _parse_owner(os.pread(fd, 4096, 0))
+        if owner is not None:
+            return owner
+        time.sleep(_READ_OWNER_PAUSE_S)
+    return {"pid": 0, "host": "unknown"}
+
+
+def _locked(root: Path, owner: dict[str, Any]) -> DataDirLocked:
+    pid, host = int(owner["pid"]), str(owner["host"])
+    running = _pid_running(pid) if host == socket.gethostname() else None
+    return DataDirLocked(root, pid, host, running_here=running)
+
+
+def _create_key(root: Path) -> None:
+    """Write the key to a temporary file, fsync it, then link it into place: the name
+    ``runtime.key`` only ever appears with its 32 bytes on disk, and ``link`` (like
+    ``O_CREAT | O_EXCL``) never replaces an existing key."""
+    tmp = root / _KEY_TMP
+    tmp.unlink(missing_ok=True)  # a crash left it; we own the directory
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        _write_all(fd, secrets.token_bytes(KEY_BYTES))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, root / RUNTIME_KEY)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(root)
+
+
+def _read_key(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DataDirError(f"`{path}` is a symbolic link") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        _check_key_file(path, info)
+        data = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) != KEY_BYTES:
+        raise DataDirError(f"`{path}` holds {len(data)} bytes, not {KEY_BYTES}")
+    return data
+
+
+def _check_key_file(path: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise DataDirError(f"`{path}` is not a regular file")
+    if info.st_mode & 0o077:
+        mode = stat.S_IMODE(info.st_mode)
+        raise DataDirError(f"`{path}` has mode {mode:04o}: group and others must have no access")
+    if info.st_uid != os.geteuid():
+        raise DataDirError(f"`{path}` is owned by uid {info.st_uid}, not by this user")
+    if info.st_size != KEY_BYTES:
+        raise DataDirError(f"`{path}` holds {info.st_size} bytes, not {KEY_BYTES}")

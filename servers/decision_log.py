@@ -1,0 +1,294 @@
+"""The decision log: an append-only CBOR sequence (RFC 8742) in ``DATA_DIR/decisions.cbor``.
+
+Each record is the canonical CBOR (``policy.canonical.canonical_cbor``) of one map with the
+envelope ``v`` (format version, 1), ``seq`` (1, 2, 3, ... across reopenings), ``at`` (integer
+milliseconds since the epoch) and ``event``, plus the event's own fields. A record reaches the
+file in one ``os.write`` on an ``O_APPEND`` descriptor and, by default, is fsynced before
+:meth:`DecisionLog.append` returns.
+
+Readers (:func:`read_records`) take no lock and never block the writer: they decode a
+consistent prefix, and a torn final record, left by a crash or still being written, is not
+part of it. The format is documented in ``docs/data-directory.md``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import cbor2
+
+from policy.canonical import EncodingError, canonical_cbor
+
+FORMAT_VERSION = 1
+EVENTS = frozenset({"DISCLOSED", "REPORTED", "DENIED", "APPROVED", "INTENT", "RESULT", "UNKNOWN"})
+FORBIDDEN_FIELDS = frozenset({"arguments", "output", "reason_text", "secret", "token"})
+"""Keys no record may have, at any depth; compared after lowercasing and dropping ``_`` and
+``-`` (so ``reasonText`` and ``Reason-Text`` are refused too)."""
+ENVELOPE = ("v", "seq", "at", "event")
+
+_CHUNK = 1 << 16
+_FORBIDDEN_NORMALIZED = frozenset(k.replace("_", "") for k in FORBIDDEN_FIELDS)
+
+
+class DecisionLogError(ValueError):
+    """A decision log that is not a valid CBOR sequence of records, or a refused record."""
+
+
+def _normalized(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "")
+
+
+def _forbidden_key(value: Any, pointer: str) -> str | None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{pointer}/{key}"
+            if isinstance(key, str) and _normalized(key) in _FORBIDDEN_NORMALIZED:
+                return where
+            found = _forbidden_key(item, where)
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _forbidden_key(item, f"{pointer}/{i}")
+            if found is not None:
+                return found
+    return None
+
+
+def record_fields_allowed(record: Mapping[str, Any]) -> None:
+    """Raise :class:`DecisionLogError` if ``record`` has a forbidden key (``arguments``,
+    ``output``, ``reason_text``, ``secret``, ``token``) anywhere inside it. The message names
+    the key's location, never a value."""
+    where = _forbidden_key(record, "")
+    if where is not None:
+        raise DecisionLogError(f"a decision record may not carry `{where}`")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _envelope(record: Mapping[str, Any], seq: int) -> dict[str, Any]:
+    for key in ("v", "seq"):
+        if key in record:
+            raise DecisionLogError(f"`{key}` is set by the log, not by the caller")
+    event = record.get("event")
+    if event not in EVENTS:
+        raise DecisionLogError(f"`event` must be one of {sorted(EVENTS)}")
+    at = record.get("at", _now_ms())
+    if type(at) is not int:
+        raise DecisionLogError("`at` must be integer milliseconds")
+    record_fields_allowed(record)
+    return {**record, "v": FORMAT_VERSION, "seq": seq, "at": at}
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """Where the complete records end, the last seq, and the length of a torn tail."""
+
+    end: int
+    last_seq: int
+    torn: int
+
+
+class DecisionLog:
+    """The single writer of a decision log (the data directory's owner). Thread-safe."""
+
+    def __init__(self, path: Path, fd: int, scan: _Scan, fsync_every: int) -> None:
+        self.path = path
+        self._fd = fd
+        self._end = scan.end
+        self._seq = scan.last_seq
+        self._fsync_every = fsync_every
+        self._unsynced = 0
+        self._lock = threading.Lock()
+        self.dropped_tail = scan.torn
+        """Bytes of a torn final record (a crash mid-append) removed when the log was opened."""
+
+    @classmethod
+    def open(cls, path: str | Path, *, fsync_every: int = 1) -> DecisionLog:
+        """Open for appending, creating the file (0600). ``seq`` continues from the last
+        complete record; a torn final record is cut off first, so that the next append
+        starts on a record boundary. A corrupt record (not a torn tail) is an error: the
+        file is left as it is.
+
+        ``fsync_every``: fsync after every N records (1, the default: each record is durable
+        when ``append`` returns); 0 syncs only in :meth:`flush` and :meth:`close`.
+        """
+        if type(fsync_every) is not int or fsync_every < 0:
+            raise ValueError("fsync_every must be an integer >= 0")
+        path = Path(path)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(path, flags, 0o600)
+        try:
+            with path.open("rb") as fp:
+                scan = _scan(fp)
+            if scan.torn:
+                os.ftruncate(fd, scan.end)
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, scan, fsync_every)
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def append(self, record: Mapping[str, Any]) -> int:
+        """Append one record (a map with ``event`` and the event's fields; ``at`` defaults to
+        the wall clock) and return its ``seq``. Refuses forbidden keys, values that are not
+        JSON, and a caller-set ``v`` or ``seq``."""
+        with self._lock:
+            if self._fd < 0:
+                raise DecisionLogError(f"decision log `{self.path}` is closed")
+            seq = self._seq + 1
+            try:
+                data = canonical_cbor(_envelope(record, seq))
+            except EncodingError as exc:
+                raise DecisionLogError(f"record not encodable at `{exc.pointer}`") from None
+            self._write(data)
+            self._seq = seq
+            self._unsynced += 1
+            if self._fsync_every and self._unsynced >= self._fsync_every:
+                self._sync()
+            return seq
+
+    def _write(self, data: bytes) -> None:
+        """One ``os.write``; if it fails or is short (a full disk), cut the file back to the
+        last record boundary so that no torn record precedes the next one."""
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(f"short write: {written} of {len(data)} bytes")
+        except BaseException:
+            os.ftruncate(self._fd, self._end)
+            raise
+        self._end += written
+
+    def _sync(self) -> None:
+        os.fsync(self._fd)
+        self._unsynced = 0
+
+    def flush(self) -> None:
+        """Make every appended record durable."""
+        with self._lock:
+            if self._fd >= 0 and self._unsynced:
+                self._sync()
+
+    def close(self) -> None:
+        """fsync what is pending and close. Idempotent."""
+        with self._lock:
+            fd, self._fd = self._fd, -1
+            if fd < 0:
+                return
+            try:
+                if self._unsynced:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def __enter__(self) -> DecisionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _items(fp: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:
+    """``(offset, raw bytes, decoded value)`` of each complete CBOR item; at the end, a
+    trailing incomplete item raises :class:`_Torn`."""
+    buf, base, chunk = b"", 0, _CHUNK
+    while True:
+        more = fp.read(chunk)
+        buf += more
+        stream = io.BytesIO(buf)
+        decoder = cbor2.CBORDecoder(stream, allow_duplicate_keys=False)
+        pos = 0
+        while pos < len(buf):
+            try:
+                value = decoder.decode()
+            except cbor2.CBORDecodeEOF:
+                break
+            except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError) as exc:
+                raise DecisionLogError(f"byte {base + pos}: not a CBOR item ({exc})") from None
+            end = stream.tell()
+            yield base + pos, buf[pos:end], value
+            pos = end
+        buf, base = buf[pos:], base + pos
+        if not more:
+            if buf:
+                raise _Torn(base, len(buf))
+            return
+        if pos == 0:
+            chunk *= 2  # one item larger than what was read: read more at once
+
+
+class _Torn(Exception):
+    def __init__(self, offset: int, length: int) -> None:
+        super().__init__(offset, length)
+        self.offset = offset
+        self.length = length
+
+
+def _checked(offset: int, raw: bytes, value: Any, last_seq: int) -> dict[str, Any]:
+    """A record, checked: a map in canonical form with a known version and the next seq."""
+    where = f"byte {offset}"
+    if not isinstance(value, dict):
+        raise DecisionLogError(f"{where}: a record must be a map")
+    if value.get("v") != FORMAT_VERSION:
+        raise DecisionLogError(f"{where}: unsupported record version `{value.get('v')!r}`")
+    seq = value.get("seq")
+    if type(seq) is not int or seq <= last_seq:
+        raise DecisionLogError(f"{where}: `seq` must increase (after {last_seq})")
+    try:
+        canonical = canonical_cbor(value)
+    except EncodingError:
+        canonical = b""
+    if canonical != raw:
+        raise DecisionLogError(f"{where}: the record is not canonical CBOR")
+    return value
+
+
+def _records(fp: BinaryIO, *, tolerate_partial_tail: bool) -> Iterator[dict[str, Any]]:
+    last_seq = 0
+    try:
+        for offset, raw, value in _items(fp):
+            record = _checked(offset, raw, value, last_seq)
+            last_seq = record["seq"]
+            yield record
+    except _Torn as torn:
+        if not tolerate_partial_tail:
+            raise DecisionLogError(
+                f"byte {torn.offset}: a torn final record ({torn.length} bytes)"
+            ) from None
+
+
+def _scan(fp: BinaryIO) -> _Scan:
+    end = last_seq = 0
+    try:
+        for offset, raw, value in _items(fp):
+            last_seq = _checked(offset, raw, value, last_seq)["seq"]
+            end = offset + len(raw)
+    except _Torn as torn:
+        return _Scan(end=torn.offset, last_seq=last_seq, torn=torn.length)
+    return _Scan(end=end, last_seq=last_seq, torn=0)
+
+
+def read_records(
+    path: str | Path, *, tolerate_partial_tail: bool = True
+) -> Iterator[dict[str, Any]]:
+    """The records of a decision log, in order. Takes no lock: with a writer appending, it
+    yields a consistent prefix. A torn final record is skipped (an error when
+    ``tolerate_partial_tail`` is False); anything else malformed is a
+    :class:`DecisionLogError`. Records are decoded with duplicate keys refused and must be in
+    canonical form, with ``v`` 1 and increasing ``seq``."""
+    with Path(path).open("rb") as fp:
+        yield from _records(fp, tolerate_partial_tail=tolerate_partial_tail)

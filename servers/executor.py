@@ -1,0 +1,407 @@
+"""Client side of the executor protocol ``context-tool-executor.v1``.
+
+``ExecutorClient.describe`` observes a bound executor (never raises); ``execute`` dispatches one
+call and turns whatever happens into an :class:`Outcome` (never raises, except that cancellation
+propagates). Guarantees, whatever the session or the executor does:
+
+- the only URL ever requested is ``binding.endpoint + "/describe"`` or ``+ "/execute"``:
+  redirects are not followed (any 3xx is ``REDIRECT``), no proxy from the environment (the
+  session must have ``trust_env=False``), no session middleware (``middlewares=()``);
+- one request per call, never retried (aiohttp retries a reused connection only for idempotent
+  methods; ``execute`` is a POST);
+- ``binding.timeout_ms`` bounds the whole exchange, ``binding.max_bytes`` the body, read
+  incrementally (``Accept-Encoding: identity``, so the limit holds with or without the
+  session's ``auto_decompress``);
+- a response that carries the credential (raw bytes, headers or decoded strings) is refused and
+  its content dropped;
+- no secret, argument, output or executor message reaches a log line, an exception or an
+  :class:`Outcome`; the executor's ``error.code`` is kept only when it is a short code.
+
+Status semantics: ``FAILED`` only when the executor said ``ok: false``, the output broke the
+tool's result schema, or nothing was sent: the TCP connection never opened
+(``ClientConnectorError`` -> ``CONNECTION_REFUSED``, ``ConnectionTimeoutError`` ->
+``CONNECT_TIMEOUT``), an invalid endpoint, a body that is not JSON, a binding of another tool.
+A total timeout that fires while connecting cannot be told apart, so it stays ``TIMEOUT``
+(``UNKNOWN``). Everything after the
+request may have been sent (timeout, lost connection, redirect, oversized, invalid or reflecting
+response) is ``UNKNOWN``: the action may have happened.
+
+Cancellation: ``execute`` lets ``asyncio.CancelledError`` through (the request is abandoned), so
+a dispatch must never be awaited bare from a request handler. Either use
+:meth:`ExecutorClient.execute_shielded`, which runs the exchange and the caller's ``on_outcome``
+hook (persisting the receipt) in a task of its own, or do the same in the runtime (a task that
+executes and completes the receipt, awaited through ``asyncio.shield``). Either way cancelling
+the caller (an HTTP client that went away) neither cancels the backend call nor loses its
+receipt; :meth:`ExecutorClient.drain` waits for the shielded tasks at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+
+from policy.ir import Tool
+from policy.jsonvalue import thaw
+
+CONTRACT = "context-tool-executor.v1"
+COORDINATES = ("build", "consumer", "objective", "environment", "deployment", "trace", "context")
+SUCCEEDED, FAILED, UNKNOWN = "SUCCEEDED", "FAILED", "UNKNOWN"
+READY, UNAVAILABLE = "READY", "UNAVAILABLE"
+MAX_DESCRIPTOR_FIELD = 200
+_CHUNK = 65536
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+log = logging.getLogger(__name__)
+
+
+class BindingLike(Protocol):
+    """What the client needs of a binding (``servers.config.Binding`` has this shape)."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def timeout_ms(self) -> int: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def secret(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one ``execute`` gave.
+
+    ``output`` is set only for ``SUCCEEDED`` (validated against the tool's result schema when it
+    has one). ``reason`` is a code such as ``RESULT_INVALID``, ``EXECUTOR_ERROR``, ``TIMEOUT``,
+    ``INVALID_RESPONSE``, ``CREDENTIAL_REFLECTED``, ``TOO_LARGE``, ``REDIRECT``,
+    ``CONNECTION_LOST``, ``CONNECTION_REFUSED``. ``error_code`` is the executor's own
+    ``error.code`` when it said ``ok: false`` (its message is never kept).
+    """
+
+    status: str
+    output: Any = field(default=None, repr=False)  # never in a log line by accident
+    reason: str | None = None
+    error_code: str | None = None
+
+
+class _Problem(Exception):
+    """A failed exchange: a reason code, and whether the request surely never left."""
+
+    def __init__(self, reason: str, *, unsent: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.unsent = unsent
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: int
+    body: bytes
+
+
+# --- protocol values -----------------------------------------------------------------------
+
+
+def idempotency_key(build_digest: str, context_ref: str, call_id: str) -> str:
+    """``sha256(build digest | contextRef | callId)`` in lowercase hex, as the spec derives it."""
+    material = f"{build_digest}|{context_ref}|{call_id}".encode()
+    return hashlib.sha256(material).hexdigest()
+
+
+def execute_body(
+    tool: Tool,
+    arguments: Any,
+    call_id: str,
+    idem_key: str,
+    coordinates: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The exact ``POST /execute`` body. ``coordinates`` must carry exactly the seven
+    coordinate keys (values may be None); a missing or extra key is a ``ValueError``."""
+    missing = [k for k in COORDINATES if k not in coordinates]
+    extra = sorted(k for k in coordinates if k not in COORDINATES)
+    if missing or extra:
+        raise ValueError(f"coordinates: missing {missing}, unknown {extra}")
+    return {
+        "contract": CONTRACT,
+        "tool": {"id": tool.id, "version": tool.version, "contractDigest": tool.contract_digest},
+        "arguments": thaw(arguments),
+        "callId": call_id,
+        "idempotencyKey": idem_key,
+        "coordinates": {k: coordinates[k] for k in COORDINATES},
+    }
+
+
+def new_session() -> aiohttp.ClientSession:
+    """A session fit for executors: no proxies or netrc from the environment, no cookies."""
+    return aiohttp.ClientSession(
+        trust_env=False, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
+    )
+
+
+# --- response decoding ---------------------------------------------------------------------
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError("duplicate key")
+        out[k] = v
+    return out
+
+
+def _no_constant(_name: str) -> Any:
+    raise ValueError("not a JSON number")
+
+
+def _decode(raw: bytes) -> Any:
+    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity. Raises ``_Problem``."""
+    try:
+        return json.loads(
+            raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+        )
+    except (ValueError, RecursionError):
+        raise _Problem("INVALID_RESPONSE") from None
+
+
+def _carries(value: Any, secret: str) -> bool:
+    """Whether any string (key or value) inside a decoded JSON value contains ``secret``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if secret in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _protocol_document(reply: _Reply, secret: str | None) -> dict[str, Any]:
+    """The decoded response object, after the reflection check on its strings."""
+    value = _decode(reply.body)
+    if secret and _carries(value, secret):
+        raise _Problem("CREDENTIAL_REFLECTED")
+    if not isinstance(value, dict):
+        raise _Problem("INVALID_RESPONSE")
+    return value
+
+
+def _error_code(document: Mapping[str, Any]) -> str | None:
+    error = document.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else None
+
+
+def _interpret_execute(reply: _Reply, tool: Tool, secret: str | None) -> Outcome:
+    if 300 <= reply.status < 400:
+        return Outcome(UNKNOWN, reason="REDIRECT")
+    document = _protocol_document(reply, secret)
+    ok = document.get("ok")
+    if document.get("contract") != CONTRACT or not isinstance(ok, bool):
+        return Outcome(UNKNOWN, reason="INVALID_RESPONSE")
+    if not ok:
+        return Outcome(FAILED, reason="EXECUTOR_ERROR", error_code=_error_code(document))
+    if not 200 <= reply.status < 300 or "output" not in document:
+        return Outcome(UNKNOWN, reason="INVALID_RESPONSE")
+    output = document["output"]
+    validator = tool.result_validator
+    if validator is not None and not validator.is_valid(output):
+        return Outcome(FAILED, reason="RESULT_INVALID")
+    return Outcome(SUCCEEDED, output=output)
+
+
+def _short(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_DESCRIPTOR_FIELD
+
+
+def _interpret_describe(reply: _Reply, binding: BindingLike) -> dict[str, Any]:
+    if 300 <= reply.status < 400:
+        return unavailable("REDIRECT")
+    if reply.status != 200:
+        return unavailable(f"HTTP_{reply.status}")
+    document = _protocol_document(reply, binding.secret)
+    tool = document.get("tool")
+    if document.get("contract") != CONTRACT or not isinstance(tool, dict):
+        return unavailable("INVALID_RESPONSE")
+    if not all(_short(tool.get(k)) for k in ("id", "version", "contractDigest")):
+        return unavailable("INVALID_RESPONSE")
+    if tool["id"] != binding.tool:
+        return unavailable("TOOL_MISMATCH")
+    return {"state": READY, "version": tool["version"], "contractDigest": tool["contractDigest"]}
+
+
+def unavailable(detail: str) -> dict[str, Any]:
+    """An ``UNAVAILABLE`` observation with a short reason code."""
+    return {"state": UNAVAILABLE, "detail": detail}
+
+
+# --- transport -----------------------------------------------------------------------------
+
+
+def _headers(binding: BindingLike, has_body: bool) -> dict[str, str]:
+    # identity: the byte limit and the reflection check apply to what the executor sent
+    headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+    if has_body:
+        headers["Content-Type"] = "application/json"
+    if binding.secret:
+        headers["Authorization"] = f"Bearer {binding.secret}"
+    return headers
+
+
+async def _read_limited(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    if response.content_length is not None and response.content_length > limit:
+        raise _Problem("TOO_LARGE")
+    data = bytearray()
+    while chunk := await response.content.read(_CHUNK):
+        data += chunk
+        if len(data) > limit:
+            raise _Problem("TOO_LARGE")
+    return bytes(data)
+
+
+def _headers_reflect(response: aiohttp.ClientResponse, secret: bytes) -> bool:
+    return any(secret in name or secret in value for name, value in response.raw_headers)
+
+
+async def _reply(response: aiohttp.ClientResponse, binding: BindingLike) -> _Reply:
+    secret = binding.secret.encode() if binding.secret else None
+    if secret and _headers_reflect(response, secret):
+        raise _Problem("CREDENTIAL_REFLECTED")
+    if 300 <= response.status < 400:
+        return _Reply(response.status, b"")
+    body = await _read_limited(response, binding.max_bytes)
+    if secret and secret in body:
+        raise _Problem("CREDENTIAL_REFLECTED")
+    return _Reply(response.status, body)
+
+
+class ExecutorClient:
+    """Talks to bound executors over one shared ``aiohttp.ClientSession``."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        if session.trust_env:
+            raise ValueError("the executor session must not trust the environment (proxies)")
+        self._session = session
+        self._background: set[asyncio.Task[Outcome]] = set()
+
+    async def describe(self, binding: BindingLike) -> dict[str, Any]:
+        """``{"state": "READY", "version", "contractDigest"}`` or
+        ``{"state": "UNAVAILABLE", "detail": code}``. Never raises (but for cancellation)."""
+        try:
+            reply = await self._exchange("GET", binding, "/describe", None)
+            return _interpret_describe(reply, binding)
+        except _Problem as problem:
+            return unavailable(problem.reason)
+
+    async def execute(self, binding: BindingLike, tool: Tool, body: dict[str, Any]) -> Outcome:
+        """Send ``body`` (see :func:`execute_body`) once. Never raises, but cancellation
+        propagates and abandons the request: dispatch with :meth:`execute_shielded`."""
+        if binding.tool != tool.id:
+            return Outcome(FAILED, reason="BINDING_MISMATCH")
+        try:
+            payload = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError):
+            return Outcome(FAILED, reason="REQUEST_INVALID")
+        try:
+            reply = await self._exchange("POST", binding, "/execute", payload)
+            return _interpret_execute(reply, tool, binding.secret)
+        except _Problem as problem:
+            return Outcome(FAILED if problem.unsent else UNKNOWN, reason=problem.reason)
+
+    async def execute_shielded(
+        self,
+        binding: BindingLike,
+        tool: Tool,
+        body: dict[str, Any],
+        on_outcome: Callable[[Outcome], Awaitable[None]] | None = None,
+    ) -> Outcome:
+        """``execute`` in a task of its own, followed by ``on_outcome`` (e.g. persisting the
+        receipt). Cancelling the caller raises ``CancelledError`` in the caller only: the
+        exchange and the hook still run to completion. An exception of the hook reaches the
+        caller (and is logged by type when nobody awaits it any more)."""
+        task = asyncio.create_task(self._execute_then(binding, tool, body, on_outcome))
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    @property
+    def in_flight(self) -> int:
+        """Shielded executions not finished yet."""
+        return len(self._background)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait for shielded executions (at shutdown); False when some are still running."""
+        pending = set(self._background)
+        if not pending:
+            return True
+        _done, still = await asyncio.wait(pending, timeout=timeout)
+        return not still
+
+    async def _execute_then(
+        self,
+        binding: BindingLike,
+        tool: Tool,
+        body: dict[str, Any],
+        on_outcome: Callable[[Outcome], Awaitable[None]] | None,
+    ) -> Outcome:
+        outcome = await self.execute(binding, tool, body)
+        if on_outcome is not None:
+            await on_outcome(outcome)
+        return outcome
+
+    def _finished(self, task: asyncio.Task[Outcome]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("executor outcome hook failed: %s", type(error).__name__)
+
+    async def _exchange(
+        self, method: str, binding: BindingLike, suffix: str, payload: bytes | None
+    ) -> _Reply:
+        """One request to exactly ``binding.endpoint + suffix``; raises ``_Problem``."""
+        try:
+            async with self._session.request(
+                method,
+                binding.endpoint + suffix,
+                data=payload,
+                headers=_headers(binding, payload is not None),
+                allow_redirects=False,
+                raise_for_status=False,
+                timeout=aiohttp.ClientTimeout(total=binding.timeout_ms / 1000),
+                middlewares=(),
+            ) as response:
+                return await _reply(response, binding)
+        except _Problem:
+            raise
+        except Exception as error:
+            problem = _classify(error)
+            log.warning("executor %s %s: %s", binding.tool, suffix[1:], problem.reason)
+            raise problem from None
+
+
+def _classify(error: Exception) -> _Problem:
+    """Map a transport exception to a reason; ``unsent`` only when no connection ever opened."""
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return _Problem("CONNECTION_REFUSED", unsent=True)
+    if isinstance(error, aiohttp.ConnectionTimeoutError):
+        return _Problem("CONNECT_TIMEOUT", unsent=True)
+    if isinstance(error, aiohttp.InvalidURL):
+        return _Problem("ENDPOINT_INVALID", unsent=True)
+    if isinstance(error, TimeoutError):
+        return _Problem("TIMEOUT")
+    if isinstance(error, aiohttp.ClientError | OSError):
+        return _Problem("CONNECTION_LOST")
+    return _Problem("CLIENT_ERROR")

@@ -1,0 +1,118 @@
+"""What the runtime writes to the decision log and returns on the wire, built in one place.
+
+Records carry ids, digests, fingerprints, reason codes and explanations; never raw arguments,
+outputs, approval reasons or secrets (``decision_log.record_fields_allowed`` guards that).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from policy.decision import Decision
+from policy.disclosure import Disclosure, Omission
+
+
+def iso(ms: int) -> str:
+    """RFC 3339 UTC with milliseconds, as the HTTP API writes instants."""
+    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _omission(o: Omission) -> dict[str, Any]:
+    return {"id": o.id, "kind": o.kind, "reason": o.reason, "explanation": o.explanation.to_json()}
+
+
+def disclosure_summary(d: Disclosure) -> dict[str, Any]:
+    """What replay compares: tools with digests, messages, omissions, causes, tokens."""
+    return {
+        "status": d.status,
+        "reason": d.reason,
+        "profile": d.profile,
+        "tools": [{"id": t.id, "contractDigest": t.contract_digest} for t in d.tools],
+        "messages": [m.id for m in d.messages],
+        "omitted": [_omission(o) for o in d.omitted],
+        "causes": [_omission(o) for o in d.causes],
+        "tokens": d.tokens.to_json(),
+    }
+
+
+def resolve_payload(
+    d: Disclosure, *, context_ref: str, build: str, expires_at: int
+) -> dict[str, Any]:
+    return {
+        "contextRef": context_ref,
+        "build": build,
+        "objective": d.objective,
+        "expiresAt": iso(expires_at),
+        "messages": [{"id": m.id, "role": m.role, "text": m.text} for m in d.messages],
+        "tools": [dict(t.model_schema) for t in d.tools],
+        "contracts": d.contracts(),
+        "omitted": [_omission(o) for o in d.omitted],
+        "tokens": d.tokens.to_json(),
+    }
+
+
+def blocked_payload(d: Disclosure) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": d.reason or "RESOLUTION_BLOCKED",
+            "message": "the resolution is blocked; see causes",
+        },
+        "causes": [_omission(o) for o in d.causes],
+        "omitted": [_omission(o) for o in d.omitted],
+    }
+
+
+def receipt(
+    call_id: str,
+    tool: str,
+    status: str,
+    *,
+    reason: str | None = None,
+    duplicate: bool = False,
+    output: Any = None,
+    output_available: bool = False,
+    decision: Decision | None = None,
+    executor_error: str | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "callId": call_id,
+        "tool": tool,
+        "status": status,
+        "reason": reason,
+        "duplicate": duplicate,
+        "outputAvailable": output_available,
+    }
+    if output_available:
+        body["output"] = output
+    if executor_error is not None:
+        body["executorError"] = executor_error  # the executor's own error code, no message
+    if decision is not None and decision.outcome == "DENY":
+        body["decision"] = decision.to_json()
+    return body
+
+
+def decision_fields(decision: Decision) -> dict[str, Any]:
+    """A decision for the log: no argument values (error messages can quote them)."""
+    out: dict[str, Any] = {
+        "tool": decision.tool,
+        "callId": decision.call_id,
+        "outcome": decision.outcome,
+        "reason": decision.reason,
+        "approvalRequired": decision.approval_required,
+        "explanation": decision.explanation.to_json() if decision.explanation else None,
+    }
+    if decision.fingerprint is not None:
+        out["fingerprint"] = decision.fingerprint
+    if decision.errors:
+        out["errors"] = [{"pointer": e.pointer, "keyword": e.keyword} for e in decision.errors]
+    return out
+
+
+def coordinates(row_coordinates: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: row_coordinates.get(k, "")
+        for k in ("objective", "consumer", "environment", "deployment", "trace")
+    }

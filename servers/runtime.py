@@ -1,0 +1,470 @@
+"""The runtime's service layer: resolve, execute, approve, turns and traces.
+
+Every policy decision is the engine's. This layer authenticates nothing (the handlers do), and
+only loads state from the store, calls the engine, persists, logs and talks to executors. Time
+comes from an injected clock (integer milliseconds), so tests can move it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compiler.build import Build
+from policy.canonical import EncodingError, canonical_cbor, decode_canonical_cbor
+from policy.decision import ALLOW, DUPLICATE, Decision, decide
+from policy.disclosure import Disclosure, disclose, disclosure_context
+from policy.ir import Project, Tool
+from policy.jsonvalue import thaw
+from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
+from servers import records
+from servers.config import Bindings
+from servers.decision_log import DecisionLog
+from servers.executor import ExecutorClient, execute_body, idempotency_key
+from servers.store import ApprovalRow, ContextRow, IntentRow, Store
+from servers.wire import HttpError
+
+Clock = Callable[[], int]
+APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
+
+
+@dataclass(slots=True)
+class Pending:
+    """A call that asked for approval, held in memory only (arguments included)."""
+
+    context_ref: str
+    tool: str
+    call_id: str
+    arguments: Any
+    reason: str
+    requested_at: int
+
+
+@dataclass
+class Runtime:
+    build: Build
+    bindings: Bindings
+    store: Store
+    log: DecisionLog
+    client: ExecutorClient
+    fingerprint_key: bytes
+    clock: Clock
+    _describe: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    _disclosures: dict[str, Disclosure] = field(default_factory=dict)
+    _inflight: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    @property
+    def ir(self) -> Project:
+        return self.build.project
+
+    # ------------------------------------------------------------------ observations
+
+    async def observe(self, tool_id: str) -> dict[str, Any]:
+        """The tool's availability now; concurrent refreshes of one tool share one request."""
+        binding = self.bindings.tools.get(tool_id)
+        if binding is None:
+            return {"state": "UNAVAILABLE", "detail": "not bound"}
+        running = self._describe.get(tool_id)
+        if running is None:
+            running = asyncio.ensure_future(self.client.describe(binding))
+            self._describe[tool_id] = running
+
+            def forget(_done: object, tool: str = tool_id) -> None:
+                self._describe.pop(tool, None)
+
+            running.add_done_callback(forget)
+        return await asyncio.shield(running)
+
+    async def observe_all(self, tool_ids: list[str]) -> dict[str, dict[str, Any]]:
+        found = await asyncio.gather(*(self.observe(t) for t in tool_ids))
+        return dict(zip(tool_ids, found, strict=True))
+
+    def candidates(self, objective: str) -> list[str]:
+        chosen = self.ir.objective_by_id.get(objective)
+        if chosen is None:
+            return []
+        profile = self.ir.profile_by_id[chosen.profile]
+        return [r.tool for r in profile.tool_rules if r.participation == "include"]
+
+    # ------------------------------------------------------------------ logging
+
+    def _log(
+        self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
+    ) -> None:
+        record = {
+            "event": event,
+            "at": self.clock(),
+            "build": self.build.digest,
+            "environment": self.bindings.environment,
+            "bindingRevision": self.bindings.revision,
+            "coordinates": records.coordinates(coords),
+            **fields,
+        }
+        if context_ref is not None:
+            record["contextRef"] = context_ref
+        self.log.append(record)
+
+    # ------------------------------------------------------------------ resolve
+
+    async def resolve(self, request: Mapping[str, Any], turn_id: str | None) -> dict[str, Any]:
+        objective = request["objective"]
+        coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
+        coords["trace"] = request.get("traceId") or ""
+        observations = await self.observe_all(self.candidates(objective))
+        now = self.clock()
+        disclosure = disclose(self.ir, objective, observations, context=coords)
+        if disclosure.reason == "OBJECTIVE_UNKNOWN":
+            raise HttpError(
+                400,
+                "OBJECTIVE_UNKNOWN",
+                f"objective `{objective[:64]}` is not declared by this build",
+            )
+        coords["objective"] = objective
+        context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
+        self._log(
+            "DISCLOSED",
+            context_ref,
+            coords,
+            objective=objective,
+            resolvedAt=now,
+            observations=observations,
+            disclosure=records.disclosure_summary(disclosure),
+        )
+        if context_ref is None:
+            raise HttpError(
+                409,
+                "RESOLUTION_BLOCKED",
+                "the resolution is blocked; see causes",
+                **{k: v for k, v in records.blocked_payload(disclosure).items() if k != "error"},
+            )
+        expires_at = now + CONTEXT_TTL_MS
+        row = ContextRow(
+            context_ref=context_ref,
+            build=self.build.digest,
+            objective=objective,
+            coordinates=coords,
+            observations=canonical_cbor(observations),
+            resolved_at=now,
+            expires_at=expires_at,
+            binding_revision=self.bindings.revision,
+            turn_id=turn_id,
+        )
+        await asyncio.to_thread(self.store.save_context, row)
+        self._disclosures[context_ref] = disclosure
+        return records.resolve_payload(
+            disclosure, context_ref=context_ref, build=self.build.digest, expires_at=expires_at
+        )
+
+    # ------------------------------------------------------------------ state
+
+    def context_row(self, context_ref: str) -> ContextRow | None:
+        row = self.store.context(context_ref)
+        return row if row is not None and row.build == self.build.digest else None
+
+    def disclosure_of(self, row: ContextRow) -> Disclosure:
+        """The context's disclosure, recomputed from its recorded observations (pure, so equal
+        to what was disclosed) after a restart, cached otherwise."""
+        found = self._disclosures.get(row.context_ref)
+        if found is None:
+            observations = thaw(decode_canonical_cbor(row.observations))
+            found = disclose(self.ir, row.objective, observations, context=row.coordinates)
+            self._disclosures[row.context_ref] = found
+        return found
+
+    def state_of(
+        self,
+        row: ContextRow,
+        intents: list[IntentRow] | None = None,
+        approvals: list[ApprovalRow] | None = None,
+    ) -> ContextState:
+        """The engine's view of a stored context: as resolved, plus its intents and approvals."""
+        intents = self.store.intents(row.context_ref) if intents is None else intents
+        base = ContextState(
+            context_ref=row.context_ref,
+            disclosure=self.disclosure_of(row),
+            expires_at=row.expires_at,
+            coordinates=disclosure_context(row.objective, row.coordinates),
+            fingerprint_key=self.fingerprint_key,
+        )
+        if approvals is None:
+            approvals = self.store.approvals(row.context_ref)
+        return with_history(base, intents, approvals)
+
+    # ------------------------------------------------------------------ execute
+
+    async def execute(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        call = Call(
+            tool=request["tool"],
+            call_id=request["callId"],
+            arguments=request["arguments"],
+            approval_id=request.get("approvalId"),
+        )
+        row = self.context_row(request["contextRef"])
+        state = self.state_of(row) if row is not None else None
+        decision = decide(self.ir, state, call, self.clock())
+        coords = row.coordinates if row is not None else {}
+        if decision.outcome == DUPLICATE:
+            assert row is not None
+            return await self._duplicate(row, call)
+        if decision.outcome != ALLOW:
+            return self._denied(row, call, decision, coords)
+        assert row is not None and decision.fingerprint is not None
+        return await self._dispatch(row, call, decision)
+
+    def _denied(
+        self, row: ContextRow | None, call: Call, decision: Decision, coords: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        if row is not None and decision.reason in APPROVAL_DENIALS:
+            self.pending[(row.context_ref, call.call_id)] = Pending(
+                row.context_ref,
+                call.tool,
+                call.call_id,
+                call.arguments,
+                decision.reason or "",
+                self.clock(),
+            )
+        self._log(
+            "DENIED", row.context_ref if row else None, coords, **records.decision_fields(decision)
+        )
+        return records.receipt(
+            call.call_id, call.tool, "DENIED", reason=decision.reason, decision=decision
+        )
+
+    async def _duplicate(self, row: ContextRow, call: Call) -> dict[str, Any]:
+        event = self._inflight.get((row.context_ref, call.call_id))
+        tool = self.ir.tool_by_id[call.tool]
+        if event is not None:
+            try:
+                await asyncio.wait_for(event.wait(), timeout=tool.timeout_ms / 1000)
+            except TimeoutError:
+                return records.receipt(
+                    call.call_id, call.tool, "UNKNOWN", duplicate=True, reason="IN_FLIGHT"
+                )
+        status, reason = self._intent_status(row.context_ref, call.call_id)
+        return records.receipt(call.call_id, call.tool, status, reason=reason, duplicate=True)
+
+    def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
+        for intent in self.store.intents(context_ref):
+            if intent.call_id == call_id:
+                status = "UNKNOWN" if intent.status == "PENDING" else intent.status
+                return status, intent.reason
+        return "UNKNOWN", None
+
+    async def _dispatch(self, row: ContextRow, call: Call, decision: Decision) -> dict[str, Any]:
+        """Commit the intent durably (the store arbitrates), then talk to the executor."""
+        fp = decision.fingerprint or ""
+        now = self.clock()
+
+        approvals = self.store.approvals(row.context_ref)  # read outside the write transaction
+
+        def still_allowed(intents: list[IntentRow]) -> bool:
+            again = decide(self.ir, self.state_of(row, intents, approvals), call, now)
+            return again.outcome == ALLOW
+
+        key = (row.context_ref, call.call_id)
+        created = key not in self._inflight
+        event = self._inflight.setdefault(key, asyncio.Event())
+        inserted, existing = await asyncio.to_thread(
+            self.store.begin_intent,
+            row.context_ref,
+            call.call_id,
+            call.tool,
+            fp,
+            now,
+            decide=still_allowed,
+        )
+        if not inserted:
+            # a PENDING row belongs to a request of this process, which owns the event
+            if created and (existing is None or existing.status != "PENDING"):
+                self._inflight.pop(key, None)
+                event.set()
+            return await self.execute_again(row, call)
+        self.pending.pop(key, None)
+        self._log("INTENT", row.context_ref, row.coordinates, **records.decision_fields(decision))
+        task = asyncio.ensure_future(self._run(row, call, fp))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+        def finished(_done: object) -> None:
+            self._inflight.pop(key, None)
+            event.set()
+
+        task.add_done_callback(finished)
+        return await asyncio.shield(task)
+
+    async def execute_again(self, row: ContextRow, call: Call) -> dict[str, Any]:
+        """Lost the race to another request for this call: decide again on the stored state."""
+        decision = decide(self.ir, self.state_of(row), call, self.clock())
+        if decision.outcome == DUPLICATE:
+            return await self._duplicate(row, call)
+        return self._denied(row, call, decision, row.coordinates)
+
+    async def _run(self, row: ContextRow, call: Call, fp: str) -> dict[str, Any]:
+        tool: Tool = self.ir.tool_by_id[call.tool]
+        binding = self.bindings.tools.get(tool.id)
+        probe = await self.observe(tool.id) if binding is not None else {"state": "UNAVAILABLE"}
+        if (probe.get("state"), probe.get("version"), probe.get("contractDigest")) != (
+            "READY",
+            tool.version,
+            tool.contract_digest,
+        ) or binding is None:
+            reason = "TOOL_UNAVAILABLE" if probe.get("state") != "READY" else "TOOL_INCOMPATIBLE"
+            return await self._complete(row, call, fp, "FAILED", reason, None, probe)
+        body = execute_body(
+            tool,
+            call.arguments,
+            call.call_id,
+            idempotency_key(self.build.digest, row.context_ref, call.call_id),
+            {
+                "build": self.build.digest,
+                **records.coordinates(row.coordinates),
+                "context": row.context_ref,
+            },
+        )
+        outcome = await self.client.execute(binding, tool, body)
+        return await self._complete(
+            row,
+            call,
+            fp,
+            outcome.status,
+            outcome.reason,
+            outcome.output,
+            probe,
+            executor_error=outcome.error_code,
+        )
+
+    async def _complete(
+        self,
+        row: ContextRow,
+        call: Call,
+        fp: str,
+        status: str,
+        reason: str | None,
+        output: Any,
+        probe: Mapping[str, Any],
+        *,
+        executor_error: str | None = None,
+    ) -> dict[str, Any]:
+        await asyncio.to_thread(
+            self.store.complete_intent, row.context_ref, call.call_id, status, reason, self.clock()
+        )
+        event = "UNKNOWN" if status == "UNKNOWN" else "RESULT"
+        self._log(
+            event,
+            row.context_ref,
+            row.coordinates,
+            tool=call.tool,
+            callId=call.call_id,
+            fingerprint=fp,
+            status=status,
+            reason=reason,
+            observation=dict(probe),
+        )
+        ok = status == "SUCCEEDED"
+        return records.receipt(
+            call.call_id,
+            call.tool,
+            status,
+            reason=reason,
+            output=output,
+            output_available=ok,
+            executor_error=executor_error,
+        )
+
+    async def drain(self) -> None:
+        """Wait for executions still running (their callers may have gone)."""
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # ------------------------------------------------------------------ approve
+
+    async def approve(self, request: Mapping[str, Any], approver: str) -> dict[str, Any]:
+        row = self.context_row(request["contextRef"])
+        now = self.clock()
+        if row is None:
+            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+        if now >= row.expires_at:
+            raise HttpError(409, "CONTEXT_EXPIRED", "the context has expired")
+        state = self.state_of(row)
+        tool = request["tool"]
+        if tool not in state.disclosure.tool_ids:
+            raise HttpError(409, "TOOL_NOT_DISCLOSED", "the tool was not disclosed in this context")
+        try:
+            fp = state.fingerprint(request["arguments"])
+        except EncodingError:
+            raise HttpError(400, "ARGUMENTS_INVALID", "the arguments are not JSON") from None
+        approval_id = "apr_" + secrets.token_urlsafe(18)
+        approval = state.record_approval(
+            approval_id, tool=tool, call_id=request["callId"], fingerprint=fp, now=now
+        ).approvals[approval_id]
+        await asyncio.to_thread(
+            self.store.save_approval,
+            ApprovalRow(
+                approval_id=approval_id,
+                context_ref=row.context_ref,
+                tool=tool,
+                call_id=request["callId"],
+                fingerprint=fp,
+                expires_at=approval.expires_at,
+                approver_id=approver,
+            ),
+        )
+        self._log(
+            "APPROVED",
+            row.context_ref,
+            row.coordinates,
+            tool=tool,
+            callId=request["callId"],
+            fingerprint=fp,
+            approver=approver,
+            approvalId=approval_id,
+            expiresAt=approval.expires_at,
+        )
+        return {"approvalId": approval_id, "expiresAt": records.iso(approval.expires_at)}
+
+    def pending_calls(self) -> list[dict[str, Any]]:
+        now = self.clock()
+        out = []
+        for key, item in list(self.pending.items()):
+            row = self.context_row(item.context_ref)
+            dispatched = row is not None and any(
+                i.call_id == item.call_id for i in self.store.intents(item.context_ref)
+            )
+            if row is None or now >= row.expires_at or dispatched:
+                self.pending.pop(key, None)
+                continue
+            out.append(
+                {
+                    "contextRef": item.context_ref,
+                    "tool": item.tool,
+                    "callId": item.call_id,
+                    "arguments": item.arguments,
+                    "reason": item.reason,
+                    "requestedAt": records.iso(item.requested_at),
+                    "contextExpiresAt": records.iso(row.expires_at),
+                }
+            )
+        return out
+
+    def report(self, request: Mapping[str, Any]) -> None:
+        row = self.context_row(request["contextRef"])
+        if row is None:
+            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+        disclosed = {t.name for t in self.disclosure_of(row).tools}
+        names = list(request["tools"])
+        self._log(
+            "REPORTED",
+            row.context_ref,
+            row.coordinates,
+            tools=names,
+            undisclosed=[n for n in names if n not in disclosed],
+        )
+
+
+def with_clock(runtime: Runtime, clock: Clock) -> Runtime:
+    return replace(runtime, clock=clock)

@@ -1,0 +1,164 @@
+"""Wire types of the runtime's HTTP API: error codes, body decoding, request shapes.
+
+Handlers decode with these helpers and raise :class:`HttpError`; one middleware renders every
+error as ``{"error": {"code", "message"}}``. Nothing a client can send produces a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+MAX_BODY_BYTES = 1 << 20
+MAX_ID_LENGTH = 256
+
+
+class HttpError(Exception):
+    """An error answer: HTTP status, stable code, one-line message, optional extra fields."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def response(self) -> web.Response:
+        body: dict[str, Any] = {"error": {"code": self.code, "message": self.message}}
+        body.update(self.extra)
+        return json_response(body, status=self.status)
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def bad_request(message: str, code: str = "BAD_REQUEST") -> HttpError:
+    return HttpError(400, code, message)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise bad_request(f"key `{k[:64]}` appears more than once")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise bad_request(f"`{name}` is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise bad_request("a number is too large for a double")
+    return value
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object: 413 past the size limit, 400 for anything else."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    data = bytearray()
+    async for chunk in request.content.iter_chunked(65536):
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    try:
+        value = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_finite,
+        )
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise bad_request("the body is not a UTF-8 JSON document") from None
+    if not isinstance(value, dict):
+        raise bad_request("the body must be a JSON object")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One body field: its JSON type (``str``, ``object``, ``list``, ``any``) and whether it
+    must be present."""
+
+    kind: str
+    required: bool = False
+
+
+def fields(body: Mapping[str, Any], shape: Mapping[str, Field]) -> dict[str, Any]:
+    """Check ``body`` against a closed ``shape``; missing optional fields are None."""
+    for k in body:
+        if k not in shape:
+            raise bad_request(f"unknown field `{k[:64]}`")
+    out: dict[str, Any] = {}
+    for name, spec in shape.items():
+        value = body.get(name)
+        if value is None:
+            if spec.required:
+                raise bad_request(f"missing field `{name}`")
+            out[name] = None
+            continue
+        _check_kind(name, spec.kind, value)
+        out[name] = value
+    return out
+
+
+def _check_kind(name: str, kind: str, value: Any) -> None:
+    if kind == "str":
+        if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
+            raise bad_request(
+                f"`{name}` must be a non-empty string of at most {MAX_ID_LENGTH} characters"
+            )
+    elif kind == "text":
+        if not isinstance(value, str) or not value.strip() or len(value) > 4096:
+            raise bad_request(f"`{name}` must be a non-empty string of at most 4096 characters")
+    elif kind == "object" and not isinstance(value, dict):
+        raise bad_request(f"`{name}` must be a JSON object")
+    elif kind == "names" and not (
+        isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+    ):
+        raise bad_request(f"`{name}` must be a list of names")
+
+
+RESOLVE = {
+    "objective": Field("str", required=True),
+    "consumer": Field("str"),
+    "environment": Field("str"),
+    "deployment": Field("str"),
+    "traceId": Field("str"),
+    "turnId": Field("str"),
+}
+EXECUTE = {
+    "contextRef": Field("str", required=True),
+    "tool": Field("str", required=True),
+    "callId": Field("str", required=True),
+    "arguments": Field("any", required=True),
+    "approvalId": Field("str"),
+    "turnId": Field("str"),
+}
+APPROVE = {
+    "contextRef": Field("str", required=True),
+    "tool": Field("str", required=True),
+    "callId": Field("str", required=True),
+    "arguments": Field("any", required=True),
+    "reason": Field("text", required=True),
+}
+REPORT = {
+    "contextRef": Field("str", required=True),
+    "turnId": Field("str"),
+    "tools": Field("names", required=True),
+}
+COMPLETE_TURN = {"outcome": Field("str", required=True)}

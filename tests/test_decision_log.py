@@ -1,0 +1,255 @@
+"""The decision log: a CBOR sequence of canonical records, continued across reopenings,
+tolerant of a torn tail, readable while it is written."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from pathlib import Path
+
+import cbor2
+import pytest
+
+from policy.canonical import canonical_cbor
+from servers.decision_log import (
+    EVENTS,
+    DecisionLog,
+    DecisionLogError,
+    read_records,
+    record_fields_allowed,
+)
+
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "decisions.cbor"
+
+
+def _raw_items(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    stream = io.BytesIO(data)
+    decoder = cbor2.CBORDecoder(stream)
+    out, pos = [], 0
+    while pos < len(data):
+        decoder.decode()
+        out.append(data[pos : stream.tell()])
+        pos = stream.tell()
+    return out
+
+
+def test_round_trip(path: Path) -> None:
+    with DecisionLog.open(path) as log:
+        assert log.append({"event": "INTENT", "at": NOW, "tool": "t", "callId": "c1"}) == 1
+        assert log.append({"event": "RESULT", "at": NOW + 1, "status": "SUCCEEDED"}) == 2
+        assert log.last_seq == 2
+    records = list(read_records(path))
+    assert records == [
+        {"v": 1, "seq": 1, "at": NOW, "event": "INTENT", "tool": "t", "callId": "c1"},
+        {"v": 1, "seq": 2, "at": NOW + 1, "event": "RESULT", "status": "SUCCEEDED"},
+    ]
+    assert _raw_items(path) == [canonical_cbor(r) for r in records]  # canonical, one by one
+    assert path.stat().st_mode & 0o077 == 0
+
+
+def test_every_event_and_nested_values(path: Path) -> None:
+    nested = {"observations": {"t": {"state": "READY", "version": "1.0.0"}}, "n": [1, 2.5, None]}
+    with DecisionLog.open(path) as log:
+        for event in sorted(EVENTS):
+            log.append({"event": event, **nested})
+    records = list(read_records(path))
+    assert [r["event"] for r in records] == sorted(EVENTS)
+    assert all(r["observations"] == nested["observations"] for r in records)
+    assert all(isinstance(r["at"], int) for r in records)
+
+
+def test_reopen_continues_seq(path: Path) -> None:
+    with DecisionLog.open(path) as log:
+        log.append({"event": "INTENT"})
+        log.append({"event": "RESULT"})
+    with DecisionLog.open(path) as log:
+        assert log.last_seq == 2
+        assert log.append({"event": "UNKNOWN"}) == 3
+    assert [r["seq"] for r in read_records(path)] == [1, 2, 3]
+
+
+def test_torn_tail_is_tolerated_and_cut_on_reopen(path: Path) -> None:
+    with DecisionLog.open(path) as log:
+        log.append({"event": "INTENT", "tool": "t"})
+        log.append({"event": "RESULT", "status": "SUCCEEDED"})
+    whole = path.read_bytes()
+    last = _raw_items(path)[-1]
+    for cut in range(1, len(last)):
+        path.write_bytes(whole[:-cut])
+        assert [r["seq"] for r in read_records(path)] == [1]
+        with pytest.raises(DecisionLogError, match="torn"):
+            list(read_records(path, tolerate_partial_tail=False))
+    with DecisionLog.open(path) as log:
+        assert log.dropped_tail == 1  # the last cut left one byte of the record
+        assert log.append({"event": "UNKNOWN"}) == 2
+    assert [(r["seq"], r["event"]) for r in read_records(path)] == [(1, "INTENT"), (2, "UNKNOWN")]
+
+
+def test_empty_and_missing_files(path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        list(read_records(path))
+    DecisionLog.open(path).close()
+    assert list(read_records(path)) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff", "not a CBOR item"),
+        (cbor2.dumps([1, 2]), "must be a map"),
+        (cbor2.dumps({"v": 2, "seq": 1}), "version"),
+        (canonical_cbor({"v": 1, "seq": 1}) * 2, "seq"),
+        (cbor2.dumps({"seq": 1, "v": 1}), "canonical"),  # keys not in canonical order
+        (b"\xa2avavava\x01", "Duplicate"),
+    ],
+)
+def test_corrupt_records_are_errors(path: Path, content: bytes, message: str) -> None:
+    path.write_bytes(content)
+    with pytest.raises(DecisionLogError, match=message):
+        list(read_records(path))
+    with pytest.raises(DecisionLogError):
+        DecisionLog.open(path)
+    assert path.read_bytes() == content  # never repaired away
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"event": "INTENT", "arguments": {"q": "VALUE"}},
+        {"event": "RESULT", "output": "VALUE"},
+        {"event": "APPROVED", "reason_text": "VALUE"},
+        {"event": "APPROVED", "reasonText": "VALUE"},
+        {"event": "INTENT", "call": {"Secret": "VALUE"}},
+        {"event": "INTENT", "items": [{"token": "VALUE"}]},
+    ],
+)
+def test_forbidden_fields_are_refused(path: Path, record: dict[str, object]) -> None:
+    with pytest.raises(DecisionLogError) as info:
+        record_fields_allowed(record)
+    assert "VALUE" not in str(info.value)  # names the key, never the value
+    with DecisionLog.open(path) as log, pytest.raises(DecisionLogError):
+        log.append(record)
+    assert path.read_bytes() == b""
+
+
+def test_allowed_fields_pass() -> None:
+    record_fields_allowed(
+        {"event": "RESULT", "outputAvailable": False, "tokens": {"total": 3}, "reason": "X"}
+    )
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"tool": "t"},
+        {"event": "SOMETHING"},
+        {"event": "INTENT", "v": 2},
+        {"event": "INTENT", "seq": 9},
+        {"event": "INTENT", "at": "now"},
+        {"event": "INTENT", "x": float("nan")},
+        {"event": "INTENT", "x": b"bytes"},
+    ],
+)
+def test_bad_records_are_refused_without_writing(path: Path, record: dict[str, object]) -> None:
+    with DecisionLog.open(path) as log:
+        with pytest.raises(DecisionLogError):
+            log.append(record)
+        assert log.append({"event": "INTENT"}) == 1
+    assert len(list(read_records(path))) == 1
+
+
+def test_closed_log_refuses(path: Path) -> None:
+    log = DecisionLog.open(path)
+    log.close()
+    log.close()
+    with pytest.raises(DecisionLogError, match="closed"):
+        log.append({"event": "INTENT"})
+
+
+def test_fsync_policy(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    with DecisionLog.open(path) as log:
+        log.append({"event": "INTENT"})
+        log.append({"event": "INTENT"})
+    assert len(synced) == 2
+    synced.clear()
+    with DecisionLog.open(path, fsync_every=0) as log:
+        log.append({"event": "INTENT"})
+        log.append({"event": "INTENT"})
+        assert synced == []
+        log.flush()
+        assert len(synced) == 1
+        log.append({"event": "INTENT"})
+    assert len(synced) == 2  # close syncs what is pending
+    with pytest.raises(ValueError):
+        DecisionLog.open(path, fsync_every=-1)
+
+
+def test_threads_appending_get_distinct_ordered_seqs(path: Path) -> None:
+    seqs: list[int] = []
+    with DecisionLog.open(path, fsync_every=0) as log:
+
+        def work() -> None:
+            for _ in range(100):
+                seqs.append(log.append({"event": "INTENT"}))
+
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(seqs) == list(range(1, 801))
+    assert [r["seq"] for r in read_records(path)] == list(range(1, 801))
+
+
+def test_reader_during_appends_sees_only_complete_records(path: Path) -> None:
+    """A reader in another thread, with no lock, sees a growing prefix of complete records."""
+    total = 3000
+    padding = "p" * 5000  # records larger than a page and than the reader's first chunk
+    done = threading.Event()
+    snapshots: list[int] = []
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                seqs = [r["seq"] for r in read_records(path)]
+                assert seqs == list(range(1, len(seqs) + 1))
+                snapshots.append(len(seqs))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    log = DecisionLog.open(path, fsync_every=0)
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(total):
+            log.append({"event": "INTENT", "callId": f"c{i}", "pad": padding[: i % 5000]})
+    finally:
+        done.set()
+        thread.join()
+        log.close()
+    assert not errors
+    assert len(snapshots) > 1 and snapshots == sorted(snapshots)
+    assert len(list(read_records(path))) == total
+
+
+def test_readable_with_plain_cbor2(path: Path) -> None:
+    """The documented five-line reader."""
+    with DecisionLog.open(path) as log:
+        log.append({"event": "DENIED", "at": NOW, "reason": "CALL_LIMIT_EXCEEDED"})
+    with open(path, "rb") as fp:
+        decoder = cbor2.CBORDecoder(fp, allow_duplicate_keys=False)
+        records = []
+        while fp.peek(1):
+            records.append(decoder.decode())
+    assert records == list(read_records(path))

@@ -1,0 +1,470 @@
+"""The dispatch store: once-only dispatch and call limits under threads and processes,
+crash recovery, idempotent completion, and no raw data on disk."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from policy import Call, ContextState, decide, disclose
+from policy.canonical import EncodingError, canonical_cbor
+from policy.state import fingerprint
+from servers.store import (
+    FAILED,
+    INTERRUPTED,
+    PENDING,
+    SUCCEEDED,
+    UNKNOWN,
+    ApprovalRow,
+    Claim,
+    ContextRow,
+    IntentRow,
+    Store,
+    StoreError,
+    TurnRow,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = bytes(range(32))
+SENTINEL = "SENTINEL-ARGUMENT-7f3a9c-never-stored"
+FP = fingerprint({"query": SENTINEL}, KEY)
+NOW = 1_700_000_000_000
+
+
+def fp(n: int) -> str:
+    return fingerprint({"n": n}, KEY)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(tmp_path / "dispatch.sqlite")
+    yield s
+    s.close()
+
+
+def _allow(_intents: list[IntentRow]) -> bool:
+    return True
+
+
+def _context(ref: str = "ctx_1", **kw: object) -> ContextRow:
+    fields: dict[str, object] = {
+        "context_ref": ref,
+        "build": "sha256:b",
+        "objective": "learner",
+        "coordinates": {"consumer": "app", "environment": "staging"},
+        "observations": canonical_cbor({"t": {"state": "UNAVAILABLE"}}),
+        "resolved_at": NOW,
+        "expires_at": NOW + 900_000,
+        "binding_revision": 3,
+        **kw,
+    }
+    return ContextRow(**fields)  # type: ignore[arg-type]
+
+
+def _race(n: int, work: Callable[[int], Claim]) -> list[Claim]:
+    barrier = threading.Barrier(n)
+    results: list[Claim | None] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        results[i] = work(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r is not None for r in results)
+    return [r for r in results if r is not None]
+
+
+def test_pragmas_and_schema_version(store: Store, tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "dispatch.sqlite")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    db.close()
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert (tmp_path / "dispatch.sqlite").stat().st_mode & 0o077 == 0
+
+
+def test_one_call_id_from_fifty_threads_dispatches_once(store: Store) -> None:
+    claims = _race(50, lambda _i: store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow))
+    winners = [c for c in claims if c.dispatch]
+    assert len(winners) == 1
+    assert all(c.existing and c.intent == winners[0].intent for c in claims if not c.dispatch)
+    assert [i.call_id for i in store.intents("ctx_1")] == ["c1"]
+
+
+def test_call_limit_holds_across_threads(store: Store) -> None:
+    def under_limit(intents: list[IntentRow]) -> bool:
+        return len(intents) < 1
+
+    claims = _race(
+        30, lambda i: store.begin_intent("ctx_1", f"c{i}", "t", fp(i), NOW, decide=under_limit)
+    )
+    assert sum(c.dispatch for c in claims) == 1
+    assert sum(c.refused for c in claims) == 29
+    assert len(store.intents("ctx_1")) == 1
+
+
+def test_engine_limit_with_real_decide(store: Store, reference_ir) -> None:  # type: ignore[no-untyped-def]  # pytest fixture
+    observations = {
+        t.id: {"state": "READY", "version": t.version, "contractDigest": t.contract_digest}
+        for t in reference_ir.tools
+    }
+    disclosure = disclose(reference_ir, "learner", observations)
+    base = ContextState.open("ctx_1", disclosure, NOW, fingerprint_key=KEY)
+    tool = reference_ir.tool_by_id["inspect-context"]
+    assert tool.id in disclosure.tool_ids
+
+    def attempt(i: int) -> Claim:
+        call = Call(tool=tool.id, call_id=f"c{i}", arguments={"ref": f"course/{i}"})
+
+        def still_allowed(intents: list[IntentRow]) -> bool:
+            state = base
+            for intent in intents:
+                state = state.record_dispatch(intent.call_id, intent.tool, intent.fingerprint)
+            return decide(reference_ir, state, call, NOW + 1).allowed
+
+        return store.begin_intent(
+            "ctx_1",
+            call.call_id,
+            tool.id,
+            base.fingerprint(call.arguments),
+            NOW,
+            decide=still_allowed,
+        )
+
+    claims = _race(20, attempt)
+    assert sum(c.dispatch for c in claims) == tool.max_calls
+    assert len(store.intents("ctx_1")) == tool.max_calls
+
+
+PROCESS = """
+import sys, time
+from pathlib import Path
+from servers.store import Store
+path, go, call_id, fp = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+store = Store.open(Path(path))
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+claim = store.begin_intent("ctx_1", call_id, "t", fp, 1, decide=lambda intents: len(intents) < 2)
+print("dispatch" if claim.dispatch else "no", flush=True)
+"""
+
+
+def _processes(tmp_path: Path, call_ids: list[str]) -> list[str]:
+    """Each process opens the store, then all begin at once (the recovery on open would
+    otherwise turn another process's PENDING intent into UNKNOWN: the store has one owner)."""
+    path = tmp_path / "dispatch.sqlite"
+    Store.open(path).close()
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROCESS, str(path), str(go), c, fp(i)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i, c in enumerate(call_ids)
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    go.touch()
+    out = []
+    for p in procs:
+        stdout, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        out.append(stdout.strip())
+    return out
+
+
+def test_one_call_id_from_several_processes_dispatches_once(tmp_path: Path) -> None:
+    assert _processes(tmp_path, ["same"] * 6).count("dispatch") == 1
+
+
+def test_call_limit_holds_across_processes(tmp_path: Path) -> None:
+    assert _processes(tmp_path, [f"c{i}" for i in range(6)]).count("dispatch") == 2
+    store = Store.open(tmp_path / "dispatch.sqlite")
+    assert len(store.intents("ctx_1")) == 2
+    store.close()
+
+
+def test_claim_shapes(store: Store) -> None:
+    seen: list[list[IntentRow]] = []
+
+    def refuse(intents: list[IntentRow]) -> bool:
+        seen.append(intents)
+        return False
+
+    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=refuse) == (False, None)
+    assert store.intents("ctx_1") == []
+    ok, row = store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    assert ok and row is not None and row.status == PENDING and row.created_at == NOW
+    again = store.begin_intent("ctx_1", "c1", "t", fp(2), NOW + 5, decide=_allow)
+    assert again.existing and again.intent == row  # whatever decide says, no second insert
+    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=refuse)
+    assert seen[-1] == [row]  # decide sees the earlier intent with this callId
+    assert store.intent("ctx_1", "c1") == row
+    assert store.intent("ctx_1", "nope") is None
+
+
+def test_decide_that_raises_writes_nothing(store: Store) -> None:
+    def boom(_intents: list[IntentRow]) -> bool:
+        raise RuntimeError("engine failure")
+
+    with pytest.raises(RuntimeError):
+        store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=boom)
+    assert store.intents("ctx_1") == []
+    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
+
+
+def test_intents_are_per_context_and_in_order(store: Store) -> None:
+    for i in (3, 1, 2):
+        store.begin_intent("ctx_a", f"c{i}", "t", fp(i), NOW + i, decide=_allow)
+    store.begin_intent("ctx_b", "c1", "t", fp(9), NOW, decide=_allow)
+    assert [i.call_id for i in store.intents("ctx_a")] == ["c3", "c1", "c2"]
+    assert [i.fingerprint for i in store.intents("ctx_b")] == [fp(9)]
+
+
+def test_pending_intent_becomes_unknown_on_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "dispatch.sqlite"
+    store = Store.open(path)
+    store.begin_intent("ctx_1", "lost", "t", fp(1), NOW, decide=_allow)
+    store.begin_intent("ctx_1", "done", "t", fp(2), NOW, decide=_allow)
+    store.complete_intent("ctx_1", "done", SUCCEEDED, None, NOW + 1)
+    store.close()  # as good as a crash: the PENDING row is all a restart finds
+    reopened = Store.open(path, now_ms=NOW + 99)
+    lost, done = reopened.intents("ctx_1")
+    assert (lost.status, lost.reason, lost.completed_at) == (UNKNOWN, INTERRUPTED, NOW + 99)
+    assert (done.status, done.reason) == (SUCCEEDED, None)
+    assert reopened.interrupted == (lost,)
+    assert not reopened.complete_intent("ctx_1", "lost", SUCCEEDED, None, NOW + 100)
+    assert not reopened.begin_intent("ctx_1", "lost", "t", fp(1), NOW, decide=_allow).dispatch
+    reopened.close()
+    assert Store.open(path).interrupted == ()
+
+
+def test_complete_intent_is_final_once(store: Store) -> None:
+    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    assert store.complete_intent("ctx_1", "c1", FAILED, "RESULT_INVALID", NOW + 1)
+    assert not store.complete_intent("ctx_1", "c1", SUCCEEDED, None, NOW + 2)
+    assert not store.complete_intent("ctx_1", "c1", FAILED, "RESULT_INVALID", NOW + 3)
+    row = store.intents("ctx_1")[0]
+    assert (row.status, row.reason, row.completed_at, row.final) == (
+        FAILED,
+        "RESULT_INVALID",
+        NOW + 1,
+        True,
+    )
+    with pytest.raises(StoreError):
+        store.complete_intent("ctx_1", "nope", SUCCEEDED, None, NOW)
+    with pytest.raises(ValueError, match="status"):
+        store.complete_intent("ctx_1", "c1", PENDING, None, NOW)
+    with pytest.raises(ValueError, match="reason"):
+        store.complete_intent("ctx_1", "c1", FAILED, "the backend said: secret stuff", NOW)
+
+
+def test_complete_intent_from_many_threads_has_one_winner(store: Store) -> None:
+    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    wins: list[bool] = []
+
+    def finish(i: int) -> None:
+        wins.append(store.complete_intent("ctx_1", "c1", SUCCEEDED, None, NOW + i))
+
+    threads = [threading.Thread(target=finish, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wins.count(True) == 1
+
+
+def test_context_round_trip(store: Store) -> None:
+    row = _context(turn_id="turn_1")
+    store.save_context(row)
+    assert store.context("ctx_1") == row
+    assert store.context("ctx_2") is None
+    with pytest.raises(StoreError, match="exists"):
+        store.save_context(row)
+    with pytest.raises(EncodingError):
+        store.save_context(_context("ctx_3", observations=b"\xa2aa\x01aa\x02"))
+    with pytest.raises(TypeError):
+        row.coordinates["consumer"] = "x"  # type: ignore[index]  # frozen on purpose
+
+
+def test_approvals_round_trip(store: Store) -> None:
+    a = ApprovalRow(
+        approval_id="apr_1",
+        context_ref="ctx_1",
+        tool="t",
+        call_id="c1",
+        fingerprint=FP,
+        expires_at=NOW + 300_000,
+        approver_id="ops-ana",
+    )
+    b = ApprovalRow(
+        approval_id="apr_2",
+        context_ref="ctx_1",
+        tool="t",
+        call_id="c2",
+        fingerprint=fp(2),
+        expires_at=NOW,
+    )
+    store.save_approval(a)
+    store.save_approval(b)
+    assert store.approvals("ctx_1") == [a, b]
+    assert store.approvals("ctx_2") == []
+    with pytest.raises(StoreError):
+        store.save_approval(a)
+
+
+def test_turns(store: Store) -> None:
+    turn = TurnRow(turn_id="turn_1", credential_id="tutor-app", expires_at=NOW)
+    store.save_turn(turn)
+    assert store.turn("turn_1") == turn
+    assert store.turn("turn_2") is None
+    assert store.complete_turn("turn_1", "COMPLETED")
+    assert not store.complete_turn("turn_1", "FAILED")
+    assert store.turn("turn_1") == TurnRow(
+        turn_id="turn_1", credential_id="tutor-app", expires_at=NOW, outcome="COMPLETED"
+    )
+    with pytest.raises(StoreError):
+        store.complete_turn("turn_2", "COMPLETED")
+    with pytest.raises(ValueError):
+        store.complete_turn("turn_1", "MAYBE")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [SENTINEL, '{"query": "x"}', FP.upper(), FP[:-1], FP + "0"],
+)
+def test_only_fingerprints_are_accepted(store: Store, bad: str) -> None:
+    with pytest.raises(ValueError, match="fingerprint"):
+        store.begin_intent("ctx_1", "c1", "t", bad, NOW, decide=_allow)
+    approval = ApprovalRow(
+        approval_id="a", context_ref="ctx_1", tool="t", call_id="c1", fingerprint=bad, expires_at=1
+    )
+    with pytest.raises(ValueError, match="fingerprint"):
+        store.save_approval(approval)
+
+
+def test_sql_constraints_refuse_raw_text(store: Store, tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "dispatch.sqlite")
+    with pytest.raises(sqlite3.IntegrityError):
+        db.execute(
+            "INSERT INTO intents VALUES ('c', 'i', 't', ?, 'PENDING', NULL, 1, NULL)", (SENTINEL,)
+        )
+    with pytest.raises(sqlite3.IntegrityError):
+        db.execute(
+            "INSERT INTO intents VALUES ('c', 'i', 't', ?, 'FAILED', ?, 1, NULL)",
+            (FP, "free text reason"),
+        )
+    with pytest.raises(sqlite3.IntegrityError):
+        db.execute("INSERT INTO intents VALUES ('c', 'i', 't', ?, 'DONE', NULL, 1, NULL)", (FP,))
+    db.close()
+
+
+EXPECTED_COLUMNS = {
+    "contexts": [
+        "context_ref",
+        "build",
+        "objective",
+        "coordinates",
+        "observations",
+        "resolved_at",
+        "expires_at",
+        "binding_revision",
+        "turn_id",
+    ],
+    "intents": [
+        "context_ref",
+        "call_id",
+        "tool",
+        "fingerprint",
+        "status",
+        "reason",
+        "created_at",
+        "completed_at",
+    ],
+    "approvals": [
+        "approval_id",
+        "context_ref",
+        "tool",
+        "call_id",
+        "fingerprint",
+        "expires_at",
+        "approver_id",
+    ],
+    "turns": ["turn_id", "credential_id", "expires_at", "outcome"],
+}
+RAW_WORDS = {"argument", "arguments", "args", "output", "result", "secret", "token", "text", "body"}
+
+
+def test_schema_has_no_column_for_raw_data(store: Store, tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "dispatch.sqlite")
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    columns = {t: [r[1] for r in db.execute(f"PRAGMA table_info({t})")] for t in tables}
+    db.close()
+    assert columns == EXPECTED_COLUMNS  # a new column is a deliberate change to this test
+    for names in columns.values():
+        for name in names:
+            assert not set(name.split("_")) & RAW_WORDS, name
+
+
+def test_no_raw_argument_reaches_disk(tmp_path: Path) -> None:
+    """The store only ever receives fingerprints: a whole lifecycle leaves no trace of the
+    argument it fingerprinted, in the database or its WAL."""
+    store = Store.open(tmp_path / "dispatch.sqlite")
+    store.save_context(_context())
+    store.save_turn(TurnRow(turn_id="turn_1", credential_id="tutor-app", expires_at=NOW))
+    store.save_approval(
+        ApprovalRow(
+            approval_id="apr_1",
+            context_ref="ctx_1",
+            tool="t",
+            call_id="c1",
+            fingerprint=FP,
+            expires_at=NOW,
+            approver_id="ops-ana",
+        )
+    )
+    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    store.begin_intent("ctx_1", "c2", "t", FP, NOW, decide=_allow)
+    wal = b"".join(p.read_bytes() for p in sorted(tmp_path.iterdir()))
+    store.complete_intent("ctx_1", "c1", SUCCEEDED, None, NOW + 1)
+    store.close()
+    files = sorted(tmp_path.iterdir())
+    data = wal + b"".join(p.read_bytes() for p in files)
+    assert FP.encode() in data  # the scan sees what was stored
+    assert SENTINEL.encode() not in data
+    assert b"query" not in data
+
+
+def test_concurrent_reads_during_writes(store: Store) -> None:
+    stop = time.monotonic() + 0.5
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            while time.monotonic() < stop:
+                store.intents("ctx_1")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    i = 0
+    while time.monotonic() < stop:
+        store.begin_intent("ctx_1", f"c{i}", "t", fp(i), NOW, decide=_allow)
+        i += 1
+    reader.join()
+    assert not errors and len(store.intents("ctx_1")) == i
