@@ -43,7 +43,9 @@ def main() -> int:
     for tool in ir.tools:
         print(f"tool:  {tool.id} {tool.version} {tool.contract_digest}")
     show_decisions(ir)
-    return 0
+    from seif.demo_runtime import run  # noqa: PLC0415  # the server stack loads only here
+
+    return run(OUT)
 
 
 def show_decisions(ir: Project) -> None:
