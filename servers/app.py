@@ -44,6 +44,9 @@ TURNS: web.AppKey[dict[str, Turn]] = web.AppKey("turns", dict)
 @web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
+        if request.content_length is not None and request.content_length > wire.MAX_BODY_BYTES:
+            # every route, also one that reads no body (`POST /v1/turns`)
+            raise HttpError(413, "TOO_LARGE", f"the body exceeds {wire.MAX_BODY_BYTES} bytes")
         return await handler(request)
     except HttpError as exc:
         return exc.response()
@@ -73,13 +76,20 @@ def _approver(request: web.Request) -> str:
     from that credential."""
     expected = request.app[PREPARED].approval_token
     given = request.headers.get("x-seif-tool-approval", "")
-    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+    # header values arrive decoded with surrogateescape: a non-UTF-8 byte must not raise here
+    if not expected or not hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    ):
         raise HttpError(
             401,
             "UNAUTHENTICATED",
             "the runner approval credential is required in `x-seif-tool-approval`",
         )
     approver = request.headers.get("x-seif-approver", "").strip()
+    try:
+        approver.encode("utf-8")  # it is stored and logged: text only, never undecodable bytes
+    except UnicodeEncodeError:
+        raise HttpError(400, "BAD_REQUEST", "`x-seif-approver` is not UTF-8 text") from None
     return approver[:128] if approver else "runtime-approval-token"
 
 
@@ -183,7 +193,7 @@ async def pending(request: web.Request) -> web.Response:
 async def report(request: web.Request) -> web.Response:
     _credential(request, "context.resolve")
     body = wire.fields(await wire.read_json(request), wire.REPORT)
-    request.app[RUNTIME].report(body)
+    await request.app[RUNTIME].report(body)
     return json_response({"accepted": True}, status=202)
 
 
@@ -209,6 +219,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         fingerprint_key=prepared.fingerprint_key,
         clock=prepared.clock,
     )
+    await app[RUNTIME].log_interrupted(store.interrupted)
     try:
         yield
     finally:

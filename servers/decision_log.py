@@ -45,13 +45,18 @@ def _normalized(key: str) -> str:
     return key.lower().replace("_", "").replace("-", "")
 
 
-def _forbidden_key(value: Any, pointer: str) -> str | None:
+_ID_KEYED = frozenset({"observations"})
+"""Maps whose keys are ids (tool ids may be `output` or `token`), not field names."""
+
+
+def _forbidden_key(value: Any, pointer: str, *, keys_are_ids: bool = False) -> str | None:
     if isinstance(value, Mapping):
         for key, item in value.items():
             where = f"{pointer}/{key}"
-            if isinstance(key, str) and _normalized(key) in _FORBIDDEN_NORMALIZED:
+            named = isinstance(key, str) and not keys_are_ids
+            if named and _normalized(key) in _FORBIDDEN_NORMALIZED:
                 return where
-            found = _forbidden_key(item, where)
+            found = _forbidden_key(item, where, keys_are_ids=named and key in _ID_KEYED)
             if found is not None:
                 return found
     elif isinstance(value, (list, tuple)):

@@ -93,7 +93,7 @@ class Runtime:
 
     # ------------------------------------------------------------------ logging
 
-    def _log(
+    async def _log(
         self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
     ) -> None:
         record = {
@@ -107,7 +107,7 @@ class Runtime:
         }
         if context_ref is not None:
             record["contextRef"] = context_ref
-        self.log.append(record)
+        await asyncio.to_thread(self.log.append, record)  # it fsyncs: keep it off the loop
 
     # ------------------------------------------------------------------ resolve
 
@@ -126,7 +126,7 @@ class Runtime:
             )
         coords["objective"] = objective
         context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
-        self._log(
+        await self._log(
             "DISCLOSED",
             context_ref,
             coords,
@@ -212,11 +212,11 @@ class Runtime:
             assert row is not None
             return await self._duplicate(row, call)
         if decision.outcome != ALLOW:
-            return self._denied(row, call, decision, coords)
+            return await self._denied(row, call, decision, coords)
         assert row is not None and decision.fingerprint is not None
         return await self._dispatch(row, call, decision)
 
-    def _denied(
+    async def _denied(
         self, row: ContextRow | None, call: Call, decision: Decision, coords: Mapping[str, Any]
     ) -> dict[str, Any]:
         if row is not None and decision.reason in APPROVAL_DENIALS:
@@ -228,7 +228,7 @@ class Runtime:
                 decision.reason or "",
                 self.clock(),
             )
-        self._log(
+        await self._log(
             "DENIED", row.context_ref if row else None, coords, **records.decision_fields(decision)
         )
         return records.receipt(
@@ -285,7 +285,9 @@ class Runtime:
                 event.set()
             return await self.execute_again(row, call)
         self.pending.pop(key, None)
-        self._log("INTENT", row.context_ref, row.coordinates, **records.decision_fields(decision))
+        await self._log(
+            "INTENT", row.context_ref, row.coordinates, **records.decision_fields(decision)
+        )
         task = asyncio.ensure_future(self._run(row, call, fp))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -302,7 +304,7 @@ class Runtime:
         decision = decide(self.ir, self.state_of(row), call, self.clock())
         if decision.outcome == DUPLICATE:
             return await self._duplicate(row, call)
-        return self._denied(row, call, decision, row.coordinates)
+        return await self._denied(row, call, decision, row.coordinates)
 
     async def _run(self, row: ContextRow, call: Call, fp: str) -> dict[str, Any]:
         tool: Tool = self.ir.tool_by_id[call.tool]
@@ -354,7 +356,7 @@ class Runtime:
             self.store.complete_intent, row.context_ref, call.call_id, status, reason, self.clock()
         )
         event = "UNKNOWN" if status == "UNKNOWN" else "RESULT"
-        self._log(
+        await self._log(
             event,
             row.context_ref,
             row.coordinates,
@@ -375,6 +377,21 @@ class Runtime:
             output_available=ok,
             executor_error=executor_error,
         )
+
+    async def log_interrupted(self, intents: tuple[IntentRow, ...]) -> None:
+        """Record, once, the intents a crash left without a receipt: they are UNKNOWN now."""
+        for intent in intents:
+            row = self.store.context(intent.context_ref)
+            await self._log(
+                "UNKNOWN",
+                intent.context_ref,
+                row.coordinates if row is not None else {},
+                tool=intent.tool,
+                callId=intent.call_id,
+                fingerprint=intent.fingerprint,
+                status="UNKNOWN",
+                reason=intent.reason or "INTERRUPTED",
+            )
 
     async def drain(self) -> None:
         """Wait for executions still running (their callers may have gone)."""
@@ -414,7 +431,7 @@ class Runtime:
                 approver_id=approver,
             ),
         )
-        self._log(
+        await self._log(
             "APPROVED",
             row.context_ref,
             row.coordinates,
@@ -451,13 +468,13 @@ class Runtime:
             )
         return out
 
-    def report(self, request: Mapping[str, Any]) -> None:
+    async def report(self, request: Mapping[str, Any]) -> None:
         row = self.context_row(request["contextRef"])
         if row is None:
             raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
         disclosed = {t.name for t in self.disclosure_of(row).tools}
         names = list(request["tools"])
-        self._log(
+        await self._log(
             "REPORTED",
             row.context_ref,
             row.coordinates,
