@@ -76,8 +76,9 @@ async def read_json(request: web.Request) -> dict[str, Any]:
         if len(data) > MAX_BODY_BYTES:
             raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
     try:
+        text = data.decode("utf-8")
         value = json.loads(
-            data.decode("utf-8"),
+            text,
             object_pairs_hook=_no_duplicates,
             parse_constant=_no_constant,
             parse_float=_finite,
@@ -86,7 +87,29 @@ async def read_json(request: web.Request) -> dict[str, Any]:
         raise bad_request("the body is not a UTF-8 JSON document") from None
     if not isinstance(value, dict):
         raise bad_request("the body must be a JSON object")
+    if "\\u" in text and _lone_surrogate(value):  # only a \u escape can make one
+        raise bad_request("a string in the body is not Unicode text (a lone surrogate)")
     return value
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a decoded string (key or value) holds an unpaired surrogate such as ``\\ud800``:
+    it cannot be stored, logged or encoded as UTF-8 (RFC 7493 refuses it too)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

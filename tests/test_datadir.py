@@ -31,15 +31,16 @@ HOLDER = """
 import os, sys, time
 from servers.datadir import DataDir
 d = DataDir.open(sys.argv[1])
+say = lambda line: os.write(1, line.encode() + b"\\n")  # one write: lines never interleave
 if len(sys.argv) > 2:  # fork a child that outlives this process
     child = os.fork()
     if child == 0:  # the after-fork hooks have run once fork() returns here
-        print("ready", flush=True)
+        say("ready")
         time.sleep(60)
         os._exit(0)
-    print(child, flush=True)
+    say(str(child))
 else:
-    print("ready", flush=True)
+    say("ready")
 time.sleep(60)
 """
 
