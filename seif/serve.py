@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -49,7 +50,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _WithheldDetails(logging.Filter):
+    """aiohttp logs a malformed request with its raw header lines, which may carry a bearer
+    token: keep the event, drop every detail."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = f"{record.name}: a request failed at the HTTP layer (details withheld)"
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+def _quiet_http_layer() -> None:
+    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access", "aiohttp.internal"):
+        logging.getLogger(name).addFilter(_WithheldDetails())
+
+
 async def _serve(prepared: Prepared, host: str, port: int) -> None:
+    _quiet_http_layer()
     runner = web.AppRunner(create_app(prepared), access_log=None)
     await runner.setup()
     try:
