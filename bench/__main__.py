@@ -16,6 +16,8 @@ from typing import Any
 BENCHMARKS: dict[str, str] = {
     "validator": "bench.validator",
     "engine": "bench.engine",
+    "runtime": "bench.runtime",
+    "replay": "bench.replay",
 }
 """Benchmark name to the module that runs it."""
 

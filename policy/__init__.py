@@ -14,6 +14,7 @@ from policy.decision import ALLOW, DENY, DUPLICATE, Decision, decide
 from policy.disclosure import Disclosure, Omission, Tokens, disclose
 from policy.explain import Explanation
 from policy.ir import Project, Tool
+from policy.replay import ReplayReport, WhatIfReport, replay, what_if
 from policy.state import Approval, Call, ContextState, argument_identity, fingerprint, millis
 from policy.testing import TestReport, run_tests
 
@@ -54,4 +55,8 @@ __all__ = [
     "argument_identity",
     "fingerprint",
     "millis",
+    "replay",
+    "what_if",
+    "ReplayReport",
+    "WhatIfReport",
 ]

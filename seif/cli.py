@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from seif import __version__
 from seif.authoring import cmd_build, cmd_test, cmd_validate
 from seif.output import EXIT_USAGE
+from seif.release_cli import add_release_commands
+from seif.replay_cmd import add_parsers as add_replay_parsers
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--require-turn", action="store_true")
     serve.set_defaults(run=_serve)
+    add_replay_parsers(sub)  # `seif trace export`, `seif replay`
+    add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
     return parser
 
 

@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from policy import recorded
 from policy.decision import Decision
 from policy.disclosure import Disclosure, Omission
 
@@ -25,17 +26,8 @@ def _omission(o: Omission) -> dict[str, Any]:
 
 
 def disclosure_summary(d: Disclosure) -> dict[str, Any]:
-    """What replay compares: tools with digests, messages, omissions, causes, tokens."""
-    return {
-        "status": d.status,
-        "reason": d.reason,
-        "profile": d.profile,
-        "tools": [{"id": t.id, "contractDigest": t.contract_digest} for t in d.tools],
-        "messages": [m.id for m in d.messages],
-        "omitted": [_omission(o) for o in d.omitted],
-        "causes": [_omission(o) for o in d.causes],
-        "tokens": d.tokens.to_json(),
-    }
+    """The ``disclosure`` of a ``DISCLOSED`` record: the one definition replay compares with."""
+    return recorded.disclosure_summary(d)
 
 
 def resolve_payload(

@@ -1,0 +1,110 @@
+"""`seif trace export` and `seif replay`: the decision log, offline.
+
+Neither touches the runtime: export reads a consistent prefix of the log without the data
+directory's lock, and replay needs only a build and a log file (no executor, no network, no
+data directory). Exit codes: 0 all reproduce, 1 a disclosure does not reproduce (or none of the
+log's disclosures is of the build), 2 unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from compiler.build import Build, load_build
+from compiler.diagnostics import CompileError
+from policy.replay import ReplayReport, WhatIfReport, replay, what_if
+from seif import replay_text
+from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
+from seif.tracefile import FORMATS, TraceFileError, TraceLog, export, open_log
+
+
+def add_parsers(sub: Any) -> None:
+    """Register `trace export` and `replay` on the `seif` sub-command parsers."""
+    trace = sub.add_parser("trace", help="the decision log")
+    actions = trace.add_subparsers(dest="trace_command", required=True, parser_class=type(trace))
+    exporting = actions.add_parser("export", help="export the decision log (works while serving)")
+    exporting.add_argument("--data", required=True, metavar="DIR", help="the data directory")
+    exporting.add_argument("--out", required=True, metavar="FILE")
+    exporting.add_argument("--format", choices=FORMATS, default="cbor")
+    exporting.set_defaults(run=cmd_trace_export)
+
+    replaying = sub.add_parser(
+        "replay", help="re-evaluate the log's disclosures offline (and a candidate's what-if)"
+    )
+    replaying.add_argument("--build", required=True, metavar="DIR")
+    replaying.add_argument("--log", required=True, metavar="FILE", help="a cbor or jsonl log")
+    replaying.add_argument("--candidate", metavar="DIR", help="a candidate build: the what-if")
+    replaying.add_argument("--json", action="store_true", help="print one JSON document")
+    replaying.set_defaults(run=cmd_replay)
+
+
+def cmd_trace_export(args: argparse.Namespace) -> int:
+    try:
+        done = export(args.data, args.out, args.format)
+    except TraceFileError as exc:
+        warn(f"seif trace export: {exc}")
+        return EXIT_USAGE
+    seqs = f" (seq {done.first_seq}..{done.last_seq})" if done.records else ""
+    say(f"exported {done.records} records{seqs} to {done.out} as {done.format}")
+    if done.torn:
+        say(f"left out a final record still being written ({done.torn} bytes)")
+    return EXIT_OK
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _load(directory: str) -> Build:
+    try:
+        return load_build(directory)
+    except CompileError as exc:
+        problems = "; ".join(f"{d.code}: {d.message}" for d in exc.diagnostics)
+        raise _Refused("BUILD_UNREADABLE", f"{directory}: {problems}") from None
+
+
+def _run(args: argparse.Namespace) -> tuple[TraceLog, ReplayReport, WhatIfReport | None]:
+    build = _load(args.build)
+    candidate = _load(args.candidate) if args.candidate else None
+    try:
+        log = open_log(args.log)
+        report = replay(build.project, log.records(), build_digest=build.digest)
+        found = None
+        if candidate is not None:  # a second pass over the same snapshot
+            found = what_if(
+                build.project,
+                candidate.project,
+                log.records(),
+                build_digest=build.digest,
+                candidate_digest=candidate.digest,
+            )
+    except TraceFileError as exc:
+        raise _Refused("LOG_UNREADABLE", str(exc)) from None
+    return log, report, found
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    try:
+        log, report, changes = _run(args)
+    except _Refused as refused:
+        warn(f"seif replay: {refused.message}")
+        if args.json:
+            emit_json({"ok": False, "error": {"code": refused.code, "message": refused.message}})
+        return EXIT_USAGE
+    if args.json:
+        document: dict[str, Any] = {
+            "ok": report.ok,
+            "log": {"path": str(log.path), "format": log.format, "tornBytes": log.torn},
+            "replay": report.to_json(),
+        }
+        if changes is not None:
+            document["whatIf"] = changes.to_json()
+        emit_json(document)
+    else:
+        for line in replay_text.render(log, report, changes):
+            say(line)
+    return EXIT_OK if report.ok else EXIT_NOT_ACCEPTABLE
