@@ -4,7 +4,12 @@ Each record is the canonical CBOR (``policy.canonical.canonical_cbor``) of one m
 envelope ``v`` (format version, 1), ``seq`` (1, 2, 3, ... across reopenings), ``at`` (integer
 milliseconds since the epoch) and ``event``, plus the event's own fields. A record reaches the
 file in one ``os.write`` on an ``O_APPEND`` descriptor and, by default, is fsynced before
-:meth:`DecisionLog.append` returns.
+:meth:`DecisionLog.append` (or :meth:`DecisionLog.append_async`) returns.
+
+Durability is group-committed: one ``fsync`` covers every record written before it, so callers
+appending at the same time share one. A record is durable when ``synced`` (the last seq an
+fsync covered) reaches its seq; whoever waits for that and finds no fsync covering it yet takes
+the sync lock, checks again and fsyncs everything written so far.
 
 Readers (:func:`read_records`) take no lock and never block the writer: they decode a
 consistent prefix, and a torn final record, left by a crash or still being written, is not
@@ -13,10 +18,14 @@ part of it. The format is documented in ``docs/data-directory.md``.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import math
 import os
+import queue
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +34,7 @@ from typing import Any, BinaryIO
 import cbor2
 
 from policy.canonical import EncodingError, canonical_cbor
+from servers import handoff
 
 FORMAT_VERSION = 1
 EVENTS = frozenset({"DISCLOSED", "REPORTED", "DENIED", "APPROVED", "INTENT", "RESULT", "UNKNOWN"})
@@ -76,22 +86,82 @@ def record_fields_allowed(record: Mapping[str, Any]) -> None:
         raise DecisionLogError(f"a decision record may not carry `{where}`")
 
 
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+_ALLOWED_KEYS: set[str] = set()
+"""Field names found not to be forbidden (records reuse a few dozen; bounded all the same)."""
+_ALLOWED_KEYS_MAX = 4096
+
+
+def _allowed_key(key: str) -> bool:
+    if key in _ALLOWED_KEYS:
+        return True
+    if _normalized(key) in _FORBIDDEN_NORMALIZED:
+        return False
+    if len(_ALLOWED_KEYS) < _ALLOWED_KEYS_MAX:
+        _ALLOWED_KEYS.add(key)
+    return True
+
+
+def _plain(value: Any, keys_are_ids: bool = False) -> bool:
+    """The fast path of the checks, in one walk: True if ``value`` is built of exactly ``str``,
+    ``int``, ``bool``, ``None``, finite ``float``, string-keyed maps and lists, and has no
+    forbidden key, so that :func:`record_fields_allowed` and ``canonical_cbor`` would both
+    accept it. False decides nothing: the exact checks run then."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if type(key) is not str or not (keys_are_ids or _allowed_key(key)):
+                return False
+            if not _plain_item(item, not keys_are_ids and key in _ID_KEYED):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain_item(item, False) for item in value)
+    return False
+
+
+def _plain_item(item: Any, keys_are_ids: bool) -> bool:
+    kind = type(item)
+    if kind in _PLAIN_SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(item)
+    return _plain(item, keys_are_ids)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _envelope(record: Mapping[str, Any], seq: int) -> dict[str, Any]:
+def _checked_fields(record: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The record with ``v`` and ``at``, checked, and whether it is plain (:func:`_plain`); a
+    refused record raises :class:`DecisionLogError`. Only ``seq`` is left to set."""
     for key in ("v", "seq"):
         if key in record:
             raise DecisionLogError(f"`{key}` is set by the log, not by the caller")
     event = record.get("event")
     if event not in EVENTS:
         raise DecisionLogError(f"`event` must be one of {sorted(EVENTS)}")
-    at = record.get("at", _now_ms())
+    at = record["at"] if "at" in record else _now_ms()
     if type(at) is not int:
         raise DecisionLogError("`at` must be integer milliseconds")
-    record_fields_allowed(record)
-    return {**record, "v": FORMAT_VERSION, "seq": seq, "at": at}
+    fields = {**record, "v": FORMAT_VERSION, "at": at}
+    plain = _plain(record)
+    if not plain:
+        record_fields_allowed(record)
+        _encoded(fields, 0, plain=False)  # raises unless every value is JSON
+    return fields, plain
+
+
+def _encoded(fields: dict[str, Any], seq: int, *, plain: bool) -> bytes:
+    """``canonical_cbor`` of the record with its seq. For a plain record its check is known to
+    pass and is skipped: what remains of ``canonical_cbor`` is this one ``cbor2`` call."""
+    fields["seq"] = seq
+    if plain:
+        return bytes(cbor2.dumps(fields, canonical=True))
+    try:
+        return canonical_cbor(fields)
+    except EncodingError as exc:
+        raise DecisionLogError(f"record not encodable at `{exc.pointer}`") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,17 +173,28 @@ class _Scan:
     torn: int
 
 
+_Item = tuple[dict[str, Any], bool, "asyncio.Future[int]"]
+
+
 class DecisionLog:
-    """The single writer of a decision log (the data directory's owner). Thread-safe."""
+    """The single writer of a decision log (the data directory's owner). Thread-safe.
+
+    ``_lock`` orders the writes (seq and file offset); ``_sync_lock`` serialises the fsyncs.
+    ``_synced`` is the last seq known durable; it only grows. The descriptor is closed last,
+    by :meth:`close`, holding both."""
 
     def __init__(self, path: Path, fd: int, scan: _Scan, fsync_every: int) -> None:
         self.path = path
         self._fd = fd
+        self._closed = False
         self._end = scan.end
         self._seq = scan.last_seq
+        self._synced = scan.last_seq
         self._fsync_every = fsync_every
-        self._unsynced = 0
         self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._queue: queue.SimpleQueue[_Item | None] | None = None
+        self._writer: threading.Thread | None = None
         self.dropped_tail = scan.torn
         """Bytes of a torn final record (a crash mid-append) removed when the log was opened."""
 
@@ -124,8 +205,9 @@ class DecisionLog:
         starts on a record boundary. A corrupt record (not a torn tail) is an error: the
         file is left as it is.
 
-        ``fsync_every``: fsync after every N records (1, the default: each record is durable
-        when ``append`` returns); 0 syncs only in :meth:`flush` and :meth:`close`.
+        ``fsync_every``: a record is durable before its append returns once N records are
+        not known durable (1, the default: every record is durable when ``append`` returns);
+        0 syncs only in :meth:`flush` and :meth:`close`.
         """
         if type(fsync_every) is not int or fsync_every < 0:
             raise ValueError("fsync_every must be an integer >= 0")
@@ -149,22 +231,52 @@ class DecisionLog:
 
     def append(self, record: Mapping[str, Any]) -> int:
         """Append one record (a map with ``event`` and the event's fields; ``at`` defaults to
-        the wall clock) and return its ``seq``. Refuses forbidden keys, values that are not
-        JSON, and a caller-set ``v`` or ``seq``."""
+        the wall clock) and return its ``seq``, durable as ``fsync_every`` says: the caller
+        waits for an fsync covering it, its own or one another appender is running. Refuses
+        forbidden keys, values that are not JSON, and a caller-set ``v`` or ``seq``."""
+        fields, plain = _checked_fields(record)
         with self._lock:
-            if self._fd < 0:
+            if self._closed:
                 raise DecisionLogError(f"decision log `{self.path}` is closed")
-            seq = self._seq + 1
-            try:
-                data = canonical_cbor(_envelope(record, seq))
-            except EncodingError as exc:
-                raise DecisionLogError(f"record not encodable at `{exc.pointer}`") from None
-            self._write(data)
-            self._seq = seq
-            self._unsynced += 1
-            if self._fsync_every and self._unsynced >= self._fsync_every:
-                self._sync()
-            return seq
+            seq = self._write_fields(fields, plain)
+        if self._must_sync(seq):
+            self._sync_through(seq)
+        return seq
+
+    async def append_async(self, record: Mapping[str, Any]) -> int:
+        """:meth:`append` for an event loop: the record is checked here (a refused record
+        raises here), then a background thread writes it, in the order of the calls, and the
+        seq is returned once the record is durable as ``fsync_every`` says. One fsync covers
+        every record that thread wrote before it, and one wake-up of the loop answers them
+        all. A cancelled caller's record is written all the same."""
+        fields, plain = _checked_fields(record)
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            if self._closed:
+                raise DecisionLogError(f"decision log `{self.path}` is closed")
+            if self._queue is None:
+                self._queue = queue.SimpleQueue()
+                self._writer = threading.Thread(
+                    target=_run_writer,
+                    args=(weakref.ref(self), self._queue),
+                    name="decision-log-writer",
+                    daemon=True,
+                )
+                self._writer.start()
+                weakref.finalize(self, self._queue.put, None)
+            self._queue.put((fields, plain, done))
+        return await done
+
+    def _write_fields(self, fields: dict[str, Any], plain: bool) -> int:
+        """Encode with the next seq and write; holding ``_lock``."""
+        seq = self._seq + 1
+        self._write(_encoded(fields, seq, plain=plain))
+        self._seq = seq
+        return seq
+
+    def _must_sync(self, seq: int) -> bool:
+        every = self._fsync_every
+        return every > 0 and seq - self._synced >= every
 
     def _write(self, data: bytes) -> None:
         """One ``os.write``; if it fails or is short (a full disk), cut the file back to the
@@ -178,25 +290,55 @@ class DecisionLog:
             raise
         self._end += written
 
-    def _sync(self) -> None:
-        os.fsync(self._fd)
-        self._unsynced = 0
+    def _sync_through(self, seq: int) -> None:
+        """Return once an fsync covering ``seq`` has completed (group commit)."""
+        with self._sync_lock:
+            if self._synced >= seq:
+                return  # another caller's fsync covered it while this one waited
+            written = self._seq  # every record up to here is in the file already
+            os.fsync(self._fd)
+            self._synced = max(self._synced, written)
+
+    def _write_batch(self, batch: list[_Item]) -> None:
+        """The background thread's work: write each record, one fsync, then the answers."""
+        outcomes: list[handoff.Outcome] = []
+        for fields, plain, done in batch:
+            try:
+                with self._lock:
+                    outcomes.append((done, True, self._write_fields(fields, plain)))
+            except Exception as exc:  # a full disk: this record is not written
+                outcomes.append((done, False, exc))
+        last = max((seq for _, ok, seq in outcomes if ok), default=0)
+        try:
+            if self._must_sync(last):
+                self._sync_through(last)
+        except Exception as exc:
+            outcomes = [(done, False, exc) for done, _, _ in outcomes]
+        handoff.settle([o for o in outcomes if handoff.claim(o[0])])
 
     def flush(self) -> None:
         """Make every appended record durable."""
         with self._lock:
-            if self._fd >= 0 and self._unsynced:
-                self._sync()
+            if self._closed:
+                return
+        self._sync_through(self._seq)
 
     def close(self) -> None:
-        """fsync what is pending and close. Idempotent."""
+        """Write what is queued, fsync what is pending and close. Idempotent."""
         with self._lock:
-            fd, self._fd = self._fd, -1
-            if fd < 0:
+            if self._closed:
                 return
+            self._closed = True  # no more appends
+            pending, writer = self._queue, self._writer
+        if pending is not None and writer is not None:
+            pending.put(None)  # after every record already queued
+            writer.join()
+        with self._lock, self._sync_lock:
+            fd, self._fd = self._fd, -1
             try:
-                if self._unsynced:
+                if self._synced < self._seq:
                     os.fsync(fd)
+                    self._synced = self._seq
             finally:
                 os.close(fd)
 
@@ -205,6 +347,34 @@ class DecisionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _run_writer(ref: weakref.ref[DecisionLog], pending: queue.SimpleQueue[_Item | None]) -> None:
+    """The background thread of :meth:`DecisionLog.append_async`: batches of what is queued. Holds
+    the log only while it writes, so that an unclosed log can still be collected."""
+    while True:
+        first = pending.get()
+        if first is None:
+            return
+        batch, stop = [first], False
+        while not stop:
+            try:
+                item = pending.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+            else:
+                batch.append(item)
+        log = ref()
+        if log is None:  # collected unclosed: nothing of the batch is written
+            lost = DecisionLogError("the decision log was not closed")
+            handoff.settle([(done, False, lost) for _, _, done in batch])
+            return
+        log._write_batch(batch)
+        del log
+        if stop:
+            return
 
 
 def _items(fp: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:

@@ -31,6 +31,15 @@ Clock = Callable[[], int]
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the engine decided a call on: the context's intents and approvals, and the time."""
+
+    intents: list[IntentRow]
+    approvals: list[ApprovalRow]
+    now: int
+
+
 @dataclass(slots=True)
 class Pending:
     """A call that asked for approval, held in memory only (arguments included)."""
@@ -107,7 +116,7 @@ class Runtime:
         }
         if context_ref is not None:
             record["contextRef"] = context_ref
-        await asyncio.to_thread(self.log.append, record)  # it fsyncs: keep it off the loop
+        await self.log.append_async(record)  # written and fsynced (grouped) off the loop
 
     # ------------------------------------------------------------------ resolve
 
@@ -154,7 +163,7 @@ class Runtime:
             binding_revision=self.bindings.revision,
             turn_id=turn_id,
         )
-        await asyncio.to_thread(self.store.save_context, row)
+        await self.store.save_context_async(row)
         self._disclosures[context_ref] = disclosure
         return records.resolve_payload(
             disclosure, context_ref=context_ref, build=self.build.digest, expires_at=expires_at
@@ -205,16 +214,19 @@ class Runtime:
             approval_id=request.get("approvalId"),
         )
         row = self.context_row(request["contextRef"])
-        state = self.state_of(row) if row is not None else None
-        decision = decide(self.ir, state, call, self.clock())
-        coords = row.coordinates if row is not None else {}
+        if row is None:
+            decision = decide(self.ir, None, call, self.clock())
+            return await self._denied(None, call, decision, {})
+        intents = self.store.intents(row.context_ref)
+        approvals = self.store.approvals(row.context_ref)
+        now = self.clock()
+        decision = decide(self.ir, self.state_of(row, intents, approvals), call, now)
         if decision.outcome == DUPLICATE:
-            assert row is not None
             return await self._duplicate(row, call)
         if decision.outcome != ALLOW:
-            return await self._denied(row, call, decision, coords)
-        assert row is not None and decision.fingerprint is not None
-        return await self._dispatch(row, call, decision)
+            return await self._denied(row, call, decision, row.coordinates)
+        assert decision.fingerprint is not None
+        return await self._dispatch(row, call, decision, Seen(intents, approvals, now))
 
     async def _denied(
         self, row: ContextRow | None, call: Call, decision: Decision, coords: Mapping[str, Any]
@@ -255,28 +267,28 @@ class Runtime:
                 return status, intent.reason
         return "UNKNOWN", None
 
-    async def _dispatch(self, row: ContextRow, call: Call, decision: Decision) -> dict[str, Any]:
-        """Commit the intent durably (the store arbitrates), then talk to the executor."""
+    async def _dispatch(
+        self, row: ContextRow, call: Call, decision: Decision, seen: Seen
+    ) -> dict[str, Any]:
+        """Commit the intent durably (the store arbitrates: it decides again on the intents
+        committed by then, unless they are the ``seen`` ones), then talk to the executor."""
         fp = decision.fingerprint or ""
-        now = self.clock()
-
-        approvals = self.store.approvals(row.context_ref)  # read outside the write transaction
 
         def still_allowed(intents: list[IntentRow]) -> bool:
-            again = decide(self.ir, self.state_of(row, intents, approvals), call, now)
-            return again.outcome == ALLOW
+            state = self.state_of(row, intents, seen.approvals)
+            return decide(self.ir, state, call, seen.now).outcome == ALLOW
 
         key = (row.context_ref, call.call_id)
         created = key not in self._inflight
         event = self._inflight.setdefault(key, asyncio.Event())
-        inserted, existing = await asyncio.to_thread(
-            self.store.begin_intent,
+        inserted, existing = await self.store.begin_intent_async(  # once durably committed
             row.context_ref,
             call.call_id,
             call.tool,
             fp,
-            now,
+            seen.now,
             decide=still_allowed,
+            seen=seen.intents,
         )
         if not inserted:
             # a PENDING row belongs to a request of this process, which owns the event
@@ -352,8 +364,8 @@ class Runtime:
         *,
         executor_error: str | None = None,
     ) -> dict[str, Any]:
-        await asyncio.to_thread(
-            self.store.complete_intent, row.context_ref, call.call_id, status, reason, self.clock()
+        await self.store.complete_intent_async(
+            row.context_ref, call.call_id, status, reason, self.clock()
         )
         event = "UNKNOWN" if status == "UNKNOWN" else "RESULT"
         await self._log(
@@ -419,18 +431,16 @@ class Runtime:
         approval = state.record_approval(
             approval_id, tool=tool, call_id=request["callId"], fingerprint=fp, now=now
         ).approvals[approval_id]
-        await asyncio.to_thread(
-            self.store.save_approval,
-            ApprovalRow(
-                approval_id=approval_id,
-                context_ref=row.context_ref,
-                tool=tool,
-                call_id=request["callId"],
-                fingerprint=fp,
-                expires_at=approval.expires_at,
-                approver_id=approver,
-            ),
+        stored = ApprovalRow(
+            approval_id=approval_id,
+            context_ref=row.context_ref,
+            tool=tool,
+            call_id=request["callId"],
+            fingerprint=fp,
+            expires_at=approval.expires_at,
+            approver_id=approver,
         )
+        await self.store.save_approval_async(stored)
         await self._log(
             "APPROVED",
             row.context_ref,

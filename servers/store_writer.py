@@ -15,6 +15,7 @@ once-only dispatch and call limits against everything committed or earlier in th
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import sqlite3
 import threading
@@ -22,9 +23,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from servers import handoff
+
 T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
-_Item = tuple[Job, "Future[Any]"]
+_Item = tuple[Job, handoff.Waiter]
 
 MAX_BATCH = 256
 
@@ -35,7 +38,7 @@ class WriterClosed(RuntimeError):
 
 class GroupWriter:
     """The single writer of one SQLite connection (opened with ``isolation_level=None`` and
-    ``check_same_thread=False``). The thread starts with the first :meth:`submit`."""
+    ``check_same_thread=False``). The thread starts with the first job queued."""
 
     def __init__(self, db: sqlite3.Connection, *, name: str = "store-writer") -> None:
         self._db = db
@@ -46,8 +49,8 @@ class GroupWriter:
         self._closed = False
 
     def run_inline(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """Run one job as its own batch in the calling thread; only before the first
-        :meth:`submit` (the store's migration and recovery, at open)."""
+        """Run one job as its own batch in the calling thread; only before the first job is
+        queued (the store's migration and recovery, at open)."""
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("the writer thread owns the connection")
@@ -58,6 +61,21 @@ class GroupWriter:
     def submit(self, job: Callable[[sqlite3.Connection], T]) -> Future[T]:
         """Queue ``job``; its future is done after the batch that ran it has committed."""
         done: Future[T] = Future()
+        self._put((job, done))
+        return done
+
+    def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`submit` and wait."""
+        return self.submit(job).result()
+
+    async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`submit` for an event loop: the result once the batch has committed. A job
+        not yet started when the awaiting task is cancelled does not run."""
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._put((job, done))
+        return await done
+
+    def _put(self, item: _Item) -> None:
         with self._lock:
             if self._closed:
                 raise WriterClosed("the store is closed")
@@ -66,12 +84,7 @@ class GroupWriter:
                     target=_serve, args=(self._db, self._queue), name=self._name, daemon=True
                 )
                 self._thread.start()
-            self._queue.put((job, done))
-        return done
-
-    def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """:meth:`submit` and wait."""
-        return self.submit(job).result()
+            self._queue.put(item)
 
     def close(self) -> None:
         """Run what is queued, then stop the thread. Idempotent."""
@@ -110,30 +123,29 @@ def _serve(db: sqlite3.Connection, jobs: queue.SimpleQueue[_Item | None]) -> Non
 
 
 def _run_batch(db: sqlite3.Connection, batch: list[_Item]) -> None:
-    """One transaction for the batch; futures are resolved only after it is committed."""
-    live = [(job, done) for job, done in batch if done.set_running_or_notify_cancel()]
-    if not live:
-        return
-    outcomes: list[tuple[bool, Any]] = []
+    """One transaction for the batch; waiters are answered only after it is committed. A job
+    whose waiter has gone by the time its turn comes does not run."""
+    claimed: list[handoff.Waiter] = []
+    results: list[tuple[bool, Any]] = []
+    examined = 0
     try:
         db.execute("BEGIN IMMEDIATE")
         try:
-            for job, _ in live:
-                outcomes.append(_run_job(db, job))
+            for job, done in batch:
+                examined += 1
+                if handoff.claim(done):
+                    claimed.append(done)
+                    results.append(_run_job(db, job))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
     except BaseException as exc:  # nothing of the batch was written
-        for _, done in live:
-            done.set_exception(exc)
+        claimed += [done for _, done in batch[examined:] if handoff.claim(done)]
+        handoff.settle([(done, False, exc) for done in claimed])
         return
-    for (_, done), (ok, value) in zip(live, outcomes, strict=True):
-        if ok:
-            done.set_result(value)
-        else:
-            done.set_exception(value)
+    handoff.settle([(done, *result) for done, result in zip(claimed, results, strict=True)])
 
 
 def _run_job(db: sqlite3.Connection, job: Job) -> tuple[bool, Any]:

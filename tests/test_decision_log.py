@@ -3,19 +3,25 @@ tolerant of a torn tail, readable while it is written."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import cbor2
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policy.canonical import canonical_cbor
 from servers.decision_log import (
     EVENTS,
     DecisionLog,
     DecisionLogError,
+    _encoded,
+    _plain,
     read_records,
     record_fields_allowed,
 )
@@ -253,3 +259,109 @@ def test_readable_with_plain_cbor2(path: Path) -> None:
         while fp.peek(1):
             records.append(decoder.decode())
     assert records == list(read_records(path))
+
+
+def test_group_commit_every_append_is_durable_when_it_returns(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threads appending at once share fsyncs, and none returns before one covered it."""
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    early: list[int] = []
+    with DecisionLog.open(path) as log:
+
+        def work() -> None:
+            for _ in range(40):
+                seq = log.append({"event": "INTENT"})
+                if log._synced < seq:  # the durability this test is about
+                    early.append(seq)
+
+        threads = [threading.Thread(target=work) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert early == []
+    assert 1 <= len(synced) <= 480
+    assert [r["seq"] for r in read_records(path)] == list(range(1, 481))
+
+
+def test_append_async_is_ordered_durable_and_shares_fsyncs(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+
+    async def scenario(log: DecisionLog) -> list[int]:
+        async def one(i: int) -> int:
+            seq = await log.append_async({"event": "RESULT", "callId": f"c{i}", "at": NOW})
+            assert log._synced >= seq  # durable when it returns
+            return seq
+
+        return list(await asyncio.gather(*(one(i) for i in range(200))))
+
+    with DecisionLog.open(path) as log:
+        seqs = asyncio.run(scenario(log))
+    assert seqs == list(range(1, 201))  # written in the order of the calls
+    assert [r["callId"] for r in read_records(path)] == [f"c{i}" for i in range(200)]
+    assert len(synced) < 200
+
+
+def test_append_async_refuses_like_append(path: Path) -> None:
+    async def scenario(log: DecisionLog) -> None:
+        with pytest.raises(DecisionLogError, match="arguments"):
+            await log.append_async({"event": "INTENT", "arguments": {"q": "VALUE"}})
+        with pytest.raises(DecisionLogError, match="encodable"):
+            await log.append_async({"event": "INTENT", "x": b"bytes"})
+        assert await log.append_async({"event": "INTENT"}) == 1
+        log.close()
+        with pytest.raises(DecisionLogError, match="closed"):
+            await log.append_async({"event": "INTENT"})
+
+    asyncio.run(scenario(DecisionLog.open(path)))
+    assert [r["seq"] for r in read_records(path)] == [1]
+
+
+def test_a_cancelled_append_async_is_written_all_the_same(path: Path) -> None:
+    async def scenario(log: DecisionLog) -> None:
+        task = asyncio.ensure_future(log.append_async({"event": "INTENT", "callId": "gone"}))
+        await asyncio.sleep(0)  # the record is queued
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert await log.append_async({"event": "RESULT"}) == 2
+
+    with DecisionLog.open(path) as log:
+        asyncio.run(scenario(log))
+    assert [r["event"] for r in read_records(path)] == ["INTENT", "RESULT"]
+
+
+_KEYS = st.sampled_from(["a", "tool", "observations", "token", "Reason-Text", "outputs", "x"])
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.binary(max_size=2),
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.one_of(_KEYS, st.integers(0, 2)), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4))
+def test_the_fast_path_accepts_only_what_the_exact_checks_accept(record: dict[str, Any]) -> None:
+    """``_plain`` is a shortcut: whatever it lets through, the forbidden-key check and
+    ``canonical_cbor`` accept too, and the bytes written are ``canonical_cbor``'s."""
+    fields = {**record, "event": "INTENT", "at": NOW}
+    if not _plain(fields):
+        return
+    record_fields_allowed(fields)
+    assert _encoded(dict(fields), 7, plain=True) == canonical_cbor({**fields, "seq": 7})

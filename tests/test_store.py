@@ -3,6 +3,7 @@ crash recovery, idempotent completion, and no raw data on disk."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -468,3 +469,186 @@ def test_concurrent_reads_during_writes(store: Store) -> None:
         i += 1
     reader.join()
     assert not errors and len(store.intents("ctx_1")) == i
+
+
+def _commits(store: Store) -> list[str]:
+    """The COMMITs the store's writer connection runs from now on."""
+    seen: list[str] = []
+    store._db.set_trace_callback(lambda sql: seen.append(sql) if sql == "COMMIT" else None)
+    return seen
+
+
+def test_concurrent_claims_are_group_committed(store: Store) -> None:
+    commits = _commits(store)
+
+    def under_limit(intents: list[IntentRow]) -> bool:
+        return len(intents) < 25
+
+    claims = _race(
+        40, lambda i: store.begin_intent("ctx_1", f"c{i}", "t", fp(i), NOW, decide=under_limit)
+    )
+    assert sum(c.dispatch for c in claims) == 25  # earlier claims of the batch count
+    assert len(store.intents("ctx_1")) == 25
+    assert 1 <= len(commits) <= 40
+
+
+def test_async_claims_answer_after_the_commit(store: Store, tmp_path: Path) -> None:
+    other = sqlite3.connect(tmp_path / "dispatch.sqlite")  # another reader: committed only
+
+    def under_limit(intents: list[IntentRow]) -> bool:
+        return len(intents) < 3
+
+    async def claim(i: int) -> Claim:
+        found = await store.begin_intent_async(
+            "ctx_1", f"c{i}", "t", fp(i), NOW, decide=under_limit
+        )
+        if found.dispatch:
+            sql = "SELECT status FROM intents WHERE call_id = ?"
+            assert other.execute(sql, (f"c{i}",)).fetchall() == [(PENDING,)]
+        return found
+
+    async def scenario() -> list[Claim]:
+        return list(await asyncio.gather(*(claim(i) for i in range(20))))
+
+    claims = asyncio.run(scenario())
+    other.close()
+    assert sum(c.dispatch for c in claims) == 3 and sum(c.refused for c in claims) == 17
+
+
+def test_a_decide_that_raises_fails_its_claim_only(store: Store) -> None:
+    def decide_for(i: int) -> Callable[[list[IntentRow]], bool]:
+        def decide(_intents: list[IntentRow]) -> bool:
+            if i == 5:
+                raise RuntimeError("engine failure")
+            return True
+
+        return decide
+
+    outcomes: list[object] = [None] * 10
+
+    def work(i: int) -> Claim:
+        try:
+            outcomes[i] = store.begin_intent(
+                "ctx_1", f"c{i}", "t", fp(i), NOW, decide=decide_for(i)
+            )
+        except RuntimeError as exc:
+            outcomes[i] = exc
+        return Claim(False, None)
+
+    _race(10, work)
+    assert isinstance(outcomes[5], RuntimeError)
+    assert all(isinstance(o, Claim) and o.dispatch for i, o in enumerate(outcomes) if i != 5)
+    assert sorted(i.call_id for i in store.intents("ctx_1")) == sorted(
+        f"c{i}" for i in range(10) if i != 5
+    )
+
+
+def test_seen_intents_spare_the_second_decide(store: Store) -> None:
+    calls: list[int] = []
+
+    def decide(intents: list[IntentRow]) -> bool:
+        calls.append(len(intents))
+        return True
+
+    assert store.begin_intent("ctx_1", "c1", "t", fp(1), NOW, decide=decide, seen=[]).dispatch
+    assert calls == []  # nothing changed since the caller's own engine run
+    stale: list[IntentRow] = []  # the caller decided before c1 was committed
+    assert store.begin_intent("ctx_1", "c2", "t", fp(2), NOW, decide=decide, seen=stale).dispatch
+    assert calls == [1]
+
+
+def test_reads_do_not_wait_for_the_write_lock(store: Store, tmp_path: Path) -> None:
+    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    holder = sqlite3.connect(tmp_path / "dispatch.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing, for as long as it likes
+    try:
+        started = time.monotonic()
+        assert [i.call_id for i in store.intents("ctx_1")] == ["c1"]
+        assert store.approvals("ctx_1") == []
+        assert time.monotonic() - started < 1.0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_a_claim_cancelled_before_it_runs_writes_nothing(store: Store) -> None:
+    running, gate = threading.Event(), threading.Event()
+    blocker = store._writer.submit(lambda _db: (running.set(), gate.wait(10)))
+    assert running.wait(10)  # the writer is busy with a batch of its own
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(
+            store.begin_intent_async("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+        )
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        gate.set()
+        await asyncio.wrap_future(blocker)
+
+    asyncio.run(scenario())
+    assert store.intents("ctx_1") == []
+
+
+def test_closed_store_refuses_writes(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "dispatch.sqlite")
+    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.begin_intent("ctx_1", "c2", "t", fp(2), NOW, decide=_allow)
+    reopened = Store.open(tmp_path / "dispatch.sqlite")
+    assert [i.call_id for i in reopened.intents("ctx_1")] == ["c1"]
+    reopened.close()
+
+
+def test_a_job_that_raises_after_writing_fails_its_whole_batch(store: Store) -> None:
+    running, gate = threading.Event(), threading.Event()
+    blocker = store._writer.submit(lambda _db: (running.set(), gate.wait(10)))
+    assert running.wait(10)
+
+    def writes_then_raises(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO turns VALUES ('turn_x', 'cred', 1, NULL)")
+        raise RuntimeError("half done")
+
+    bad = store._writer.submit(writes_then_raises)  # queued together with the claim below
+    claim: list[BaseException] = []
+    thread = threading.Thread(
+        target=lambda: claim.extend(
+            _raised(lambda: store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow))
+        )
+    )
+    thread.start()
+    deadline = time.monotonic() + 10
+    while store._writer._queue.qsize() < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)  # until the claim waits behind the bad job
+    gate.set()
+    thread.join()
+    blocker.result()
+    with pytest.raises(RuntimeError, match="half done"):
+        bad.result()
+    assert [type(e) for e in claim] == [RuntimeError]  # nothing of the batch is written
+    assert store.turn("turn_x") is None and store.intents("ctx_1") == []
+    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
+
+
+def _raised(work: Callable[[], object]) -> list[BaseException]:
+    try:
+        work()
+    except Exception as exc:
+        return [exc]
+    return []
+
+
+def test_claims_fail_when_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "dispatch.sqlite", busy_timeout_ms=100)
+    holder = sqlite3.connect(tmp_path / "dispatch.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
+    store.close()
