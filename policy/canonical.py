@@ -87,7 +87,8 @@ def _identity(value: JsonValue) -> JsonValue:
         for k, v in value.items():
             if type(k) is not str:
                 raise _NotCanonical
-            out[k] = _identity(v)
+            tv = type(v)
+            out[k] = v if tv is str or tv is int or tv is bool or v is None else _identity(v)
         return out
     if t is list or t is tuple:
         return [_identity(v) for v in value]

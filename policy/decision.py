@@ -141,7 +141,8 @@ def _after_identity(
     why_approval: Explanation | None = None
     if tool.approval == "required":
         why_approval = ir.approval_explanations[tool.id]
-    rule = ir.profile_by_id[profile].tool_rules[ir.profile_by_id[profile].rule_index[tool.id]]
+    chosen = ir.profile_by_id[profile]
+    rule = chosen.tool_rules[chosen.rule_index[tool.id]]
     if rule.conditions:
         verdict = _conditions(ir, state, call, profile, rule.conditions)
         if isinstance(verdict, Decision):

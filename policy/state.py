@@ -26,6 +26,8 @@ Instant = int | _dt.datetime
 
 def millis(t: Instant) -> int:
     """Integer milliseconds since the epoch of an int or a timezone-aware ``datetime``."""
+    if type(t) is int:  # the common case, first
+        return t
     if isinstance(t, _dt.datetime):
         if t.tzinfo is None:
             raise ValueError("naive datetime: pass a timezone-aware UTC datetime")
@@ -44,8 +46,9 @@ def argument_identity(arguments: JsonValue) -> bytes:
 
 
 def fingerprint(arguments: JsonValue, key: bytes | None = None) -> str:
-    """A keyed BLAKE3 fingerprint of the argument identity (hex); unkeyed when ``key`` is None."""
-    data = argument_identity(arguments)
+    """A keyed BLAKE3 fingerprint of the argument identity (hex); unkeyed when ``key`` is None.
+    (Hot path: one call per decision, so ``argument_identity`` is written out here.)"""
+    data = cbor2.dumps(_identity_value(arguments), canonical=True)
     hasher = blake3.blake3(data, key=key) if key is not None else blake3.blake3(data)
     return hasher.hexdigest()
 
