@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from compiler.diagnostics import Collector, CompileError, Diagnostic
 from compiler.parse import parse_json_text
@@ -85,17 +86,28 @@ def make_build(project: Project) -> Build:
     return Build(build_digest(data), fmt, runtime, project, data)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+@contextmanager
+def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
+    """A file that replaces ``path`` whole or not at all: a temporary file in the same
+    directory (0600 unless ``mode``), fsynced, then renamed over ``path`` on success."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the whole new one."""
+    with atomic_file(path, mode=mode) as fh:
+        fh.write(data)
 
 
 def write_build(project: Project, out_dir: str | os.PathLike[str]) -> Build:
@@ -103,9 +115,9 @@ def write_build(project: Project, out_dir: str | os.PathLike[str]) -> Build:
     build = make_build(project)
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    _atomic_write(directory / BUILD_FILE, build.data)
+    write_atomic(directory / BUILD_FILE, build.data)
     text = json.dumps(build.manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    _atomic_write(directory / MANIFEST_FILE, text.encode("utf-8"))
+    write_atomic(directory / MANIFEST_FILE, text.encode("utf-8"))
     return build
 
 

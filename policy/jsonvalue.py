@@ -8,7 +8,7 @@ so an IR value can never be changed after it was built.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn, TypeAlias
 
 JsonValue: TypeAlias = Any
@@ -97,3 +97,17 @@ def is_finite_json(value: JsonValue) -> bool:
     if isinstance(value, (list, tuple)):
         return all(is_finite_json(v) for v in value)
     return False
+
+
+def iter_strings(value: JsonValue) -> Iterator[str]:
+    """Every string inside a JSON value, keys included, without recursion (any depth)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)

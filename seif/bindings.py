@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from compiler.build import Build
+from compiler.build import Build, write_atomic
 from compiler.diagnostics import CompileError
 from policy.ir import Project
 from seif.output import EXIT_OK, emit_json, say, warn
@@ -89,26 +87,17 @@ def json_bytes(document: Any) -> bytes:
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_public(path: Path, data: bytes) -> None:
+    """A template and its contracts are meant to be shared: world-readable, written atomically."""
+    write_atomic(path, data, mode=0o644)
 
 
 def write_template(build: Build, out: Path) -> Path:
     """Write the template to ``out`` and ``contracts.json`` beside it; returns the latter."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(out, json_bytes(bindings_template(build.project)))
+    write_public(out, json_bytes(bindings_template(build.project)))
     contracts = out.parent / CONTRACTS_FILE
-    write_atomic(contracts, json_bytes(contracts_document(build)))
+    write_public(contracts, json_bytes(contracts_document(build)))
     return contracts
 
 

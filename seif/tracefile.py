@@ -17,15 +17,15 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import cbor2
 
+from compiler.build import atomic_file
 from servers.datadir import DECISION_LOG
 from servers.decision_log import FORMAT_VERSION
 
@@ -201,20 +201,10 @@ class Exported:
     torn: int
 
 
-@contextmanager
-def _atomic(out: Path) -> Iterator[BinaryIO]:
+def _atomic(out: Path) -> AbstractContextManager[BinaryIO]:
     """A temporary file next to ``out`` (0600), fsynced and renamed onto it on success."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return atomic_file(out)
 
 
 def _jsonl(record: dict[str, Any]) -> bytes:

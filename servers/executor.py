@@ -49,7 +49,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from policy.ir import Tool
-from policy.jsonvalue import thaw
+from policy.jsonvalue import iter_strings, thaw
 
 CONTRACT = "context-tool-executor.v1"
 COORDINATES = ("build", "consumer", "objective", "environment", "deployment", "trace", "context")
@@ -176,18 +176,7 @@ def _decode(raw: bytes) -> Any:
 
 def _carries(value: Any, secret: str) -> bool:
     """Whether any string (key or value) inside a decoded JSON value contains ``secret``."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if secret in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+    return any(secret in text for text in iter_strings(value))
 
 
 def _protocol_document(reply: _Reply, secret: str | None) -> dict[str, Any]:

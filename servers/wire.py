@@ -14,6 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
+from policy.jsonvalue import iter_strings
+
 MAX_BODY_BYTES = 1 << 20
 MAX_ID_LENGTH = 256
 
@@ -95,21 +97,15 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 def _lone_surrogate(value: Any) -> bool:
     """Whether a decoded string (key or value) holds an unpaired surrogate such as ``\\ud800``:
     it cannot be stored, logged or encoded as UTF-8 (RFC 7493 refuses it too)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+    return any(not text.isascii() and not _utf8_encodable(text) for text in iter_strings(value))
+
+
+def _utf8_encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
