@@ -14,7 +14,6 @@ canonical CBOR bytes or as JSON Lines.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Iterator
@@ -23,11 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import cbor2
-
 from compiler.build import atomic_file
 from servers.datadir import DECISION_LOG
-from servers.decision_log import FORMAT_VERSION
+from servers.decision_log import FORMAT_VERSION, CborItemError, TornTail, cbor_items
 
 FORMATS = ("cbor", "jsonl")
 _CHUNK = 1 << 20
@@ -138,29 +135,14 @@ def _cbor_items(
     chunk at a time; a final incomplete item is the torn tail. Records are handed out one by
     one, never gathered: a decoded record lives only as long as its consumer keeps it."""
     envelope = _Envelope(log.path)
-    buf, base, left = b"", 0, log.size
-    while True:
-        more = fp.read(min(_CHUNK, left))
-        left -= len(more)
-        buf += more
-        stream = io.BytesIO(buf)
-        decoder = cbor2.CBORDecoder(stream, allow_duplicate_keys=False)
-        pos = 0
-        while pos < len(buf):
-            try:
-                value = decoder.decode()
-            except cbor2.CBORDecodeEOF:
-                break
-            except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError) as exc:
-                raise envelope.error(base + pos, "byte", f"not a CBOR item ({exc})") from None
-            end = stream.tell()
-            record = envelope.check(base + pos, value, "byte")
-            yield base + pos, buf[pos:end] if keep_raw else b"", record
-            pos = end
-        buf, base = buf[pos:], base + pos
-        if not more or left <= 0:
-            log.torn = len(buf)
-            return
+    try:
+        for offset, raw, value in cbor_items(fp, limit=log.size):
+            record = envelope.check(offset, value, "byte")
+            yield offset, raw if keep_raw else b"", record
+    except CborItemError as exc:
+        raise envelope.error(exc.offset, "byte", exc.message) from None
+    except TornTail as torn:
+        log.torn = torn.length
 
 
 def _jsonl_items(log: TraceLog, fp: BinaryIO) -> Iterator[Item]:

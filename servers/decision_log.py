@@ -377,12 +377,35 @@ def _run_writer(ref: weakref.ref[DecisionLog], pending: queue.SimpleQueue[_Item 
             return
 
 
-def _items(fp: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:
-    """``(offset, raw bytes, decoded value)`` of each complete CBOR item; at the end, a
-    trailing incomplete item raises :class:`_Torn`."""
-    buf, base, chunk = b"", 0, _CHUNK
+class TornTail(Exception):
+    """A final CBOR item that ends before it is complete: ``length`` bytes at ``offset``."""
+
+    def __init__(self, offset: int, length: int) -> None:
+        super().__init__(offset, length)
+        self.offset = offset
+        self.length = length
+
+
+class CborItemError(ValueError):
+    """Bytes at ``offset`` that are not a CBOR item."""
+
+    def __init__(self, offset: int, message: str) -> None:
+        super().__init__(f"byte {offset}: {message}")
+        self.offset = offset
+        self.message = message
+
+
+def cbor_items(fp: BinaryIO, *, limit: int | None = None) -> Iterator[tuple[int, bytes, Any]]:
+    """``(offset, raw bytes, decoded value)`` of each complete item of a CBOR sequence, read a
+    chunk at a time up to EOF (or ``limit`` bytes), duplicate keys refused. A trailing
+    incomplete item raises :class:`TornTail`; bytes that are no CBOR, :class:`CborItemError`.
+    Items are handed out one by one, never gathered."""
+    buf, base, chunk, left = b"", 0, _CHUNK, limit
     while True:
-        more = fp.read(chunk)
+        size = chunk if left is None else min(chunk, left)
+        more = fp.read(size) if size > 0 else b""
+        if left is not None:
+            left -= len(more)
         buf += more
         stream = io.BytesIO(buf)
         decoder = cbor2.CBORDecoder(stream, allow_duplicate_keys=False)
@@ -393,24 +416,24 @@ def _items(fp: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:
             except cbor2.CBORDecodeEOF:
                 break
             except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError) as exc:
-                raise DecisionLogError(f"byte {base + pos}: not a CBOR item ({exc})") from None
+                raise CborItemError(base + pos, f"not a CBOR item ({exc})") from None
             end = stream.tell()
             yield base + pos, buf[pos:end], value
             pos = end
         buf, base = buf[pos:], base + pos
         if not more:
             if buf:
-                raise _Torn(base, len(buf))
+                raise TornTail(base, len(buf))
             return
         if pos == 0:
             chunk *= 2  # one item larger than what was read: read more at once
 
 
-class _Torn(Exception):
-    def __init__(self, offset: int, length: int) -> None:
-        super().__init__(offset, length)
-        self.offset = offset
-        self.length = length
+def _items(fp: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:
+    try:
+        yield from cbor_items(fp)
+    except CborItemError as exc:
+        raise DecisionLogError(str(exc)) from None
 
 
 def _checked(offset: int, raw: bytes, value: Any, last_seq: int) -> dict[str, Any]:
@@ -439,7 +462,7 @@ def _records(fp: BinaryIO, *, tolerate_partial_tail: bool) -> Iterator[dict[str,
             record = _checked(offset, raw, value, last_seq)
             last_seq = record["seq"]
             yield record
-    except _Torn as torn:
+    except TornTail as torn:
         if not tolerate_partial_tail:
             raise DecisionLogError(
                 f"byte {torn.offset}: a torn final record ({torn.length} bytes)"
@@ -452,7 +475,7 @@ def _scan(fp: BinaryIO) -> _Scan:
         for offset, raw, value in _items(fp):
             last_seq = _checked(offset, raw, value, last_seq)["seq"]
             end = offset + len(raw)
-    except _Torn as torn:
+    except TornTail as torn:
         return _Scan(end=torn.offset, last_seq=last_seq, torn=torn.length)
     return _Scan(end=end, last_seq=last_seq, torn=0)
 
