@@ -169,7 +169,8 @@ async def resolve(request: web.Request) -> web.Response:
     credential = _credential(request, "context.resolve")
     body = wire.fields(await wire.read_json(request), wire.RESOLVE)
     turn = _live_turn(request, credential, body["turnId"])
-    return json_response(await request.app[RUNTIME].resolve(body, turn))
+    answer = await request.app[RUNTIME].resolve(body, turn)
+    return web.Response(body=answer, content_type="application/json")
 
 
 async def execute(request: web.Request) -> web.Response:

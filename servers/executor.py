@@ -164,12 +164,14 @@ def _no_constant(_name: str) -> Any:
     raise ValueError("not a JSON number")
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def _decode(raw: bytes) -> Any:
     """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity. Raises ``_Problem``."""
     try:
-        return json.loads(
-            raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant
-        )
+        return _DECODER.decode(raw.decode("utf-8"))
     except (ValueError, RecursionError):
         raise _Problem("INVALID_RESPONSE") from None
 
@@ -179,10 +181,16 @@ def _carries(value: Any, secret: str) -> bool:
     return any(secret in text for text in iter_strings(value))
 
 
+def _may_carry(raw: bytes, secret: str) -> bool:
+    """False when no decoded string can hold ``secret``: without a ``\\`` escape in the raw
+    body, every decoded string (key or value) is a slice of it, so the secret would be too."""
+    return b"\\" in raw or secret.encode("utf-8", "surrogatepass") in raw
+
+
 def _protocol_document(reply: _Reply, secret: str | None) -> dict[str, Any]:
     """The decoded response object, after the reflection check on its strings."""
     value = _decode(reply.body)
-    if secret and _carries(value, secret):
+    if secret and _may_carry(reply.body, secret) and _carries(value, secret):
         raise _Problem("CREDENTIAL_REFLECTED")
     if not isinstance(value, dict):
         raise _Problem("INVALID_RESPONSE")
@@ -302,7 +310,7 @@ class ExecutorClient:
         if binding.tool != tool.id:
             return Outcome(FAILED, reason="BINDING_MISMATCH")
         try:
-            payload = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            payload = _ENCODER.encode(body).encode("utf-8")
         except (TypeError, ValueError):
             return Outcome(FAILED, reason="REQUEST_INVALID")
         try:

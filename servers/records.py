@@ -14,11 +14,18 @@ from policy import recorded
 from policy.decision import Decision
 from policy.disclosure import Disclosure, Omission
 
+_ISO_SECOND: list[tuple[int, str]] = [(-1, "")]
+
 
 def iso(ms: int) -> str:
     """RFC 3339 UTC with milliseconds, as the HTTP API writes instants."""
-    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    second = ms // 1000
+    cached, prefix = _ISO_SECOND[0]  # the last second formatted (one tuple: thread-safe)
+    if cached != second:
+        moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+        prefix = moment.strftime("%Y-%m-%dT%H:%M:%S.")
+        _ISO_SECOND[0] = (second, prefix)
+    return prefix + f"{ms % 1000:03d}Z"
 
 
 def _omission(o: Omission) -> dict[str, Any]:

@@ -24,32 +24,13 @@ from servers import records
 from servers.config import Bindings
 from servers.decision_log import DecisionLog
 from servers.executor import ExecutorClient, execute_body, idempotency_key
+from servers.resolved import ResolvedCache
+from servers.runtime_types import Pending, Seen
 from servers.store import ApprovalRow, ContextRow, IntentRow, Store
 from servers.wire import HttpError
 
 Clock = Callable[[], int]
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
-
-
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """What the engine decided a call on: the context's intents and approvals, and the time."""
-
-    intents: list[IntentRow]
-    approvals: list[ApprovalRow]
-    now: int
-
-
-@dataclass(slots=True)
-class Pending:
-    """A call that asked for approval, held in memory only (arguments included)."""
-
-    context_ref: str
-    tool: str
-    call_id: str
-    arguments: Any
-    reason: str
-    requested_at: int
 
 
 @dataclass
@@ -63,6 +44,7 @@ class Runtime:
     clock: Clock
     _describe: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     _disclosures: dict[str, Disclosure] = field(default_factory=dict)
+    _resolved: ResolvedCache = field(default_factory=ResolvedCache)
     _inflight: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -75,9 +57,14 @@ class Runtime:
 
     async def observe(self, tool_id: str) -> dict[str, Any]:
         """The tool's availability now; concurrent refreshes of one tool share one request."""
+        return await asyncio.shield(self._observing(tool_id))
+
+    def _observing(self, tool_id: str) -> asyncio.Future[dict[str, Any]]:
         binding = self.bindings.tools.get(tool_id)
         if binding is None:
-            return {"state": "UNAVAILABLE", "detail": "not bound"}
+            unbound = asyncio.get_running_loop().create_future()
+            unbound.set_result({"state": "UNAVAILABLE", "detail": "not bound"})
+            return unbound
         running = self._describe.get(tool_id)
         if running is None:
             running = asyncio.ensure_future(self.client.describe(binding))
@@ -87,10 +74,11 @@ class Runtime:
                 self._describe.pop(tool, None)
 
             running.add_done_callback(forget)
-        return await asyncio.shield(running)
+        return running
 
     async def observe_all(self, tool_ids: list[str]) -> dict[str, dict[str, Any]]:
-        found = await asyncio.gather(*(self.observe(t) for t in tool_ids))
+        # shielded futures, no task per tool: a cancelled caller leaves the shared requests be
+        found = await asyncio.gather(*(asyncio.shield(self._observing(t)) for t in tool_ids))
         return dict(zip(tool_ids, found, strict=True))
 
     def candidates(self, objective: str) -> list[str]:
@@ -120,13 +108,15 @@ class Runtime:
 
     # ------------------------------------------------------------------ resolve
 
-    async def resolve(self, request: Mapping[str, Any], turn_id: str | None) -> dict[str, Any]:
+    async def resolve(self, request: Mapping[str, Any], turn_id: str | None) -> bytes:
+        """The answer's JSON body; its input-determined parts are computed once (pure)."""
         objective = request["objective"]
         coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
         coords["trace"] = request.get("traceId") or ""
         observations = await self.observe_all(self.candidates(objective))
         now = self.clock()
-        disclosure = disclose(self.ir, objective, observations, context=coords)
+        found = self._resolved.get(self.ir, objective, observations, coords)
+        disclosure = found.disclosure
         if disclosure.reason == "OBJECTIVE_UNKNOWN":
             raise HttpError(
                 400,
@@ -142,7 +132,7 @@ class Runtime:
             objective=objective,
             resolvedAt=now,
             observations=observations,
-            disclosure=records.disclosure_summary(disclosure),
+            disclosure=found.summary,
         )
         if context_ref is None:
             raise HttpError(
@@ -157,7 +147,7 @@ class Runtime:
             build=self.build.digest,
             objective=objective,
             coordinates=coords,
-            observations=canonical_cbor(observations),
+            observations=found.observations_cbor or canonical_cbor(observations),
             resolved_at=now,
             expires_at=expires_at,
             binding_revision=self.bindings.revision,
@@ -165,9 +155,7 @@ class Runtime:
         )
         await self.store.save_context_async(row)
         self._disclosures[context_ref] = disclosure
-        return records.resolve_payload(
-            disclosure, context_ref=context_ref, build=self.build.digest, expires_at=expires_at
-        )
+        return found.body(context_ref=context_ref, build=self.build.digest, expires_at=expires_at)
 
     # ------------------------------------------------------------------ state
 

@@ -17,12 +17,13 @@ Nothing here holds raw arguments, outputs, approval reasons or secrets (``server
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -331,6 +332,18 @@ def _pending(context_ref: str, call_id: str, tool: str, fingerprint: str, now: i
 
 
 _CANONICAL_OBSERVATIONS: dict[bytes, None] = {}
+_STRING = json.JSONEncoder(ensure_ascii=False).encode  # what ``canonical_json`` writes a str as
+
+
+def _coordinates_json(coordinates: Mapping[str, Any]) -> str:
+    """``canonical_json`` of the coordinates; directly for a map of strings with ASCII keys
+    (whose UTF-16 order, which JCS sorts by, is their plain order)."""
+    if all(type(k) is str and k.isascii() and type(v) is str for k, v in coordinates.items()):
+        items = sorted(coordinates.items())
+        return "{" + ",".join(f"{_STRING(k)}:{_STRING(v)}" for k, v in items) + "}"
+    return canonical_json(coordinates)
+
+
 """Observations already found canonical (a pure check; resolves repeat the same few)."""
 
 
@@ -343,7 +356,7 @@ def _context_job(row: ContextRow) -> Callable[[sqlite3.Connection], None]:
         if len(_CANONICAL_OBSERVATIONS) >= 256:
             _CANONICAL_OBSERVATIONS.clear()
         _CANONICAL_OBSERVATIONS[row.observations] = None
-    coordinates = canonical_json(row.coordinates)
+    coordinates = _coordinates_json(row.coordinates)
     exists = f"context `{row.context_ref}` exists"
     return lambda db: _insert_once(db, "contexts", row, exists, coordinates=coordinates)
 

@@ -36,9 +36,17 @@ class HttpError(Exception):
         return json_response(body, status=self.status)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""What ``json.dumps(body, ensure_ascii=False, separators=(",", ":"))`` uses, made once."""
+
+
+def json_bytes(body: Any) -> bytes:
+    return _ENCODER.encode(body).encode("utf-8")
+
+
 def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(
-        body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+        body=json_bytes(body),
         status=status,
         content_type="application/json",
     )
@@ -68,6 +76,12 @@ def _finite(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite
+)
+"""What ``json.loads(text, object_pairs_hook=..., ...)`` uses, made once."""
+
+
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object: 413 past the size limit, 400 for anything else."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -79,12 +93,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
             raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
     try:
         text = data.decode("utf-8")
-        value = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constant,
-            parse_float=_finite,
-        )
+        value = _DECODER.decode(text)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise bad_request("the body is not a UTF-8 JSON document") from None
     if not isinstance(value, dict):

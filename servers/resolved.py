@@ -1,0 +1,124 @@
+"""What a resolution computes from its inputs alone, computed once per distinct input.
+
+The engine is pure: the disclosure of an objective depends only on the objective, the
+coordinates it reads (consumer, environment, deployment) and the observations. So do the
+``DISCLOSED`` record's summary, the canonical CBOR of the observations the context row keeps, and
+every part of the resolve answer but the context ref and the expiry. :class:`ResolvedCache`
+keeps those per input, keyed exactly by their values (observations of plain strings only; any
+other input is computed afresh and not kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from policy.canonical import EncodingError, canonical_cbor
+from policy.disclosure import Disclosure, disclose
+from policy.ir import Project
+from servers import records
+from servers.wire import json_bytes
+
+CACHE_ENTRIES = 1024
+_HEAD = ("contextRef", "build", "objective", "expiresAt")
+_Key = tuple[Any, ...]
+
+
+dumps = json_bytes  # the wire's JSON encoding
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The input-determined parts of one resolution. Shared between requests: never mutate."""
+
+    disclosure: Disclosure
+    summary: dict[str, Any]
+    observations_cbor: bytes | None
+    """``canonical_cbor`` of the observations; None when not computed here."""
+    _tail: bytes
+    """The resolve answer's JSON after its head fields (``"messages":...}``)."""
+
+    def body(self, *, context_ref: str, build: str, expires_at: int) -> bytes:
+        """The JSON of ``records.resolve_payload`` for this disclosure, byte for byte."""
+        head = dumps(
+            {
+                "contextRef": context_ref,
+                "build": build,
+                "objective": self.disclosure.objective,
+                "expiresAt": records.iso(expires_at),
+            }
+        )
+        return head[:-1] + b"," + self._tail
+
+
+def _observations_key(observations: Mapping[str, Mapping[str, Any]]) -> _Key | None:
+    """An exact key for observations whose values are all strings (or None), else None."""
+    out = []
+    for tool, seen in observations.items():
+        if type(tool) is not str or type(seen) is not dict:
+            return None
+        for name, value in seen.items():
+            if type(name) is not str or (value is not None and type(value) is not str):
+                return None
+        out.append((tool, tuple(sorted(seen.items()))))
+    out.sort()
+    return tuple(out)
+
+
+def _tail(d: Disclosure) -> bytes:
+    if not d.resolved:
+        return b"}"
+    payload = records.resolve_payload(d, context_ref="", build="", expires_at=0)
+    return dumps({k: v for k, v in payload.items() if k not in _HEAD})[1:]
+
+
+def _compute(
+    ir: Project,
+    objective: str,
+    observations: Mapping[str, Mapping[str, Any]],
+    coords: Mapping[str, Any],
+    *,
+    with_cbor: bool,
+) -> Resolved:
+    d = disclose(ir, objective, observations, context=coords)
+    cbor = None
+    if with_cbor:
+        try:
+            cbor = canonical_cbor(observations)
+        except (EncodingError, ValueError, TypeError):
+            cbor = None  # the caller encodes (and fails) where it always did
+    return Resolved(d, records.disclosure_summary(d), cbor, _tail(d))
+
+
+class ResolvedCache:
+    """Resolutions by input, at most :data:`CACHE_ENTRIES` of them (emptied when full)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[_Key, Resolved] = {}
+
+    def get(
+        self,
+        ir: Project,
+        objective: str,
+        observations: Mapping[str, Mapping[str, Any]],
+        coords: Mapping[str, Any],
+    ) -> Resolved:
+        obs_key = _observations_key(observations)
+        if obs_key is None or objective not in ir.objective_by_id:
+            return _compute(ir, objective, observations, coords, with_cbor=False)
+        key = (
+            objective,
+            str(coords.get("consumer") or ""),
+            str(coords.get("environment") or ""),
+            str(coords.get("deployment") or ""),
+            obs_key,
+        )
+        found = self._entries.get(key)
+        if found is None:
+            found = _compute(ir, objective, observations, coords, with_cbor=True)
+            if found.observations_cbor is not None:
+                if len(self._entries) >= CACHE_ENTRIES:
+                    self._entries.clear()
+                self._entries[key] = found
+        return found
