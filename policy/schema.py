@@ -6,8 +6,9 @@
 - ``is_valid(value)``, the hot path: Python source generated for this one schema (every check
   inlined, no recursion, constants bound as closure cells or written as ``repr`` literals, which
   is safe for any string) and compiled once;
-- ``errors(value)``, run only to explain a failure: a walk over a parsed copy of the schema that
-  reports every failing keyword with a JSON pointer into the value.
+- ``errors(value)``, run only to explain a failure: generated the same way
+  (:mod:`policy.schema_codegen`), it reports every failing keyword with a JSON pointer into the
+  value, exactly as the reference walk over the parsed schema here (``_reference_errors``) does.
 
 Both follow JSON semantics, not Python's: ``True`` is not a number, ``1.0`` is an integer, enum
 and const compare numbers by value but never booleans with numbers, NaN and infinities are never
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from policy.canonical import escape_pointer_token
+from policy.schema_codegen import SourceBase, generate_collector
 
 MAX_DEPTH = 8
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
@@ -210,37 +212,8 @@ def _parse(schema: object, depth: int) -> _Node:
 # ---------------------------------------------------------------- the generated fast path
 
 
-def _literal(value: object) -> bool:
-    if value is None or type(value) is bool:
-        return True
-    if isinstance(value, int) and type(value) is int:
-        return abs(value) < 2**62
-    if isinstance(value, float) and type(value) is float:
-        return value - value == 0.0
-    return isinstance(value, str) and type(value) is str and len(value) < 256
-
-
-class _Source:
+class _Source(SourceBase):
     """Python source of one ``is_valid`` function; constants go to closure cells."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.cells: dict[str, object] = {}
-        self.by_id: dict[int, str] = {}  # the parsed schema outlives the generation
-        self.count = 0
-
-    def name(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
-
-    def const(self, value: object) -> str:
-        """A literal for small scalars (``repr`` is exact and safe), else a closure cell."""
-        if _literal(value):
-            return repr(value)
-        if id(value) not in self.by_id:
-            self.by_id[id(value)] = cell = self.name("_k")
-            self.cells[cell] = value
-        return self.by_id[id(value)]
 
     def fail_unless(self, indent: int, conditions: list[str]) -> None:
         self.lines.append("    " * indent + f"if not ({' and '.join(conditions)}): return False")
@@ -334,7 +307,7 @@ def _generate(root: _Node) -> tuple[Callable[[object], bool], str]:
     return factory(*source.cells.values()), text
 
 
-# ---------------------------------------------------------------- the error walk
+# ---------------------------------------------------------------- the reference error walk
 
 
 def _show(value: object) -> str:
@@ -361,7 +334,7 @@ def _join(pointer: str, token: object) -> str:
     return f"{pointer}/{escape_pointer_token(str(token))}"
 
 
-def _walk(node: _Node, value: Any, pointer: str, out: list[SchemaError]) -> None:
+def _reference_walk(node: _Node, value: Any, pointer: str, out: list[SchemaError]) -> None:
     if not _TYPE_TESTS[node.type](value):
         out.append(SchemaError(pointer, "type", f"expected `{node.type}`, got {_describe(value)}"))
         return
@@ -379,7 +352,7 @@ def _walk(node: _Node, value: Any, pointer: str, out: list[SchemaError]) -> None
             _free_errors(value, pointer, out)
         else:
             for index, item in enumerate(value):
-                _walk(node.items, item, f"{pointer}/{index}", out)
+                _reference_walk(node.items, item, f"{pointer}/{index}", out)
 
 
 def _bound_errors(node: _Node, value: Any, pointer: str, out: list[SchemaError]) -> None:
@@ -410,7 +383,7 @@ def _object_errors(
 ) -> None:
     for name, token, child in node.props:
         if name in value:
-            _walk(child, value[name], f"{pointer}/{token}", out)
+            _reference_walk(child, value[name], f"{pointer}/{token}", out)
         elif name in node.required:
             out.append(SchemaError(pointer, "required", f"missing required property `{name}`"))
     for name in node.required:
@@ -452,6 +425,16 @@ def _free_errors(value: object, pointer: str, out: list[SchemaError]) -> None:
             out.append(SchemaError(where, "type", f"`{t.__name__}` is not a json value"))
 
 
+def _reference_errors(node: _Node, value: object) -> tuple[SchemaError, ...]:
+    """What ``errors`` reports, walked over the parsed schema: the generated collector's spec."""
+    out: list[SchemaError] = []
+    _reference_walk(node, value, "", out)
+    return tuple(out)
+
+
+_ERROR_GLOBALS = {**_GLOBALS, "_E": SchemaError, "_desc": _describe, "_show": _show,
+                  "_join": _join, "_free": _free_errors}  # fmt: skip
+
 # ---------------------------------------------------------------- the API
 
 
@@ -463,7 +446,7 @@ class Validator:
     the value is valid. ``source`` is the generated Python, for reading and debugging.
     """
 
-    __slots__ = ("_root", "is_valid", "source")
+    __slots__ = ("_collect", "_root", "is_valid", "source")
 
     is_valid: Callable[[object], bool]
 
@@ -471,6 +454,7 @@ class Validator:
         self._root = root
         self.is_valid = is_valid
         self.source = source
+        self._collect, _ = generate_collector(root, _ERROR_GLOBALS, _TYPE_CODE, _BOUNDS, _COUNTED)
 
     def errors(self, value: object) -> tuple[SchemaError, ...]:
         """Every failing keyword, in a deterministic order; ``()`` when ``value`` is valid.
@@ -478,11 +462,7 @@ class Validator:
         Order: the node's own keywords, then declared properties in schema order, then
         additional properties in sorted key order, then array items by index.
         """
-        if self.is_valid(value):
-            return ()
-        out: list[SchemaError] = []
-        _walk(self._root, value, "", out)
-        return tuple(out)
+        return tuple(self._collect(value))  # () for a valid value, like the reference
 
     def __repr__(self) -> str:
         return f"Validator(type={self._root.type!r})"
