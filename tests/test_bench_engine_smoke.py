@@ -6,13 +6,7 @@ cases as expected (cedar allowing the invalid arguments it cannot see).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
+from bench_support import run_bench
 
 CASES = {
     # case: (seif outcome, seif reason, cedar decision)
@@ -26,21 +20,7 @@ IMPLS = ("seif", "cedarpy text", "cedarpy prepared")
 
 
 def _run_engine_bench() -> dict:  # type: ignore[type-arg]  # a JSON document
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "engine", "--quick", "--json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["quick"] is True
-    result: dict = report["benchmarks"]["engine"]  # type: ignore[type-arg]
-    return result
+    return run_bench("engine")
 
 
 def test_engine_bench_reports_json_and_expected_decisions() -> None:

@@ -3,30 +3,11 @@ reports in the documented shape. No timing is asserted."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
+from bench_support import run_bench
 
 
 def test_replay_bench_reports_json() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "replay", "--quick", "--json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["quick"] is True
-    result = report["benchmarks"]["replay"]
+    result = run_bench("replay")
     log = result["log"]
     assert log["records"] == 4000 and log["bytes"] > 0
     assert 0 < log["distinct_inputs"] < log["records"]

@@ -7,35 +7,13 @@ right (no errors) and that every execute that succeeded has its intent in the st
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+from bench_support import run_bench
 
-REPO = Path(__file__).resolve().parent.parent
 TARGETS = ("bare", "resolve", "execute")
 
 
 def _run_runtime_bench() -> dict:  # type: ignore[type-arg]  # a JSON document
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "runtime", "--quick", "--json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    report = json.loads(done.stdout)
-    assert report["quick"] is True
-    result: dict = report["benchmarks"]["runtime"]  # type: ignore[type-arg]
-    return result
+    return run_bench("runtime", timeout=120)
 
 
 def test_runtime_bench_reports_json() -> None:

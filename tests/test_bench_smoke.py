@@ -2,33 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
+from bench_support import run_bench
 
 
 def test_validator_bench_reports_json() -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "validator", "--quick", "--json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["quick"] is True
-    result = report["benchmarks"]["validator"]
+    result = run_bench("validator")
     assert result["source"].endswith("context-project.json")
     assert result["schemas"] > 0
     assert result["values"]["valid"] > 0
