@@ -13,9 +13,10 @@ from policy import digest as _digest
 from policy.decision import ALLOW, DENY, DUPLICATE, Decision, decide
 from policy.disclosure import Disclosure, Omission, Tokens, disclose
 from policy.explain import Explanation
+from policy.identity import argument_identity
 from policy.ir import Project, Tool
 from policy.replay import ReplayReport, WhatIfReport, replay, what_if
-from policy.state import Approval, Call, ContextState, argument_identity, fingerprint, millis
+from policy.state import Approval, Call, ContextState, fingerprint, millis
 from policy.testing import TestReport, run_tests
 
 

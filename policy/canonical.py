@@ -50,6 +50,12 @@ def _check(value: object, pointer: str) -> None:
     raise EncodingError(pointer, f"`{t.__name__}` is not a JSON value")
 
 
+def check_json(value: object) -> None:
+    """Raise :class:`EncodingError`, with a pointer, when ``value`` has no canonical encoding
+    (NaN, an infinity, a non-string key, a value that is not JSON)."""
+    _check(value, "")
+
+
 def canonical_cbor(value: JsonValue) -> bytes:
     """The core deterministic CBOR encoding of a JSON value (checked first)."""
     _check(value, "")

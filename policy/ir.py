@@ -231,6 +231,8 @@ class Project:
     """profile id -> tool id -> the explanation of that tool rule (no detail), built once."""
     approval_explanations: FrozenMap = _derived()
     """tool id -> why a call of it needs approval, built once."""
+    parameter_explanations: FrozenMap = _derived()
+    """tool id -> the explanation of an argument refusal (its ``/parameters``), built once."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -268,6 +270,14 @@ class Project:
                         detail=f"{t.effect} tool: approval required",
                     ),
                 )
+                for i, t in enumerate(self.tools)
+            ),
+        )
+        set_(
+            self,
+            "parameter_explanations",
+            FrozenMap(
+                (t.id, Explanation(pointer=f"/tools/{i}/parameters", tool=t.id))
                 for i, t in enumerate(self.tools)
             ),
         )

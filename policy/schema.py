@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from policy.canonical import escape_pointer_token
 from policy.schema_codegen import SourceBase, generate_collector
@@ -39,9 +39,11 @@ _BOUNDS = {
 _COUNTED = {"string": "characters", "array": "items"}
 
 
-@dataclass(frozen=True, slots=True)
-class SchemaError:
-    """One failing keyword: where in the value (RFC 6901 pointer, ``""`` = root), and why."""
+class SchemaError(NamedTuple):
+    """One failing keyword: where in the value (RFC 6901 pointer, ``""`` = root), and why.
+
+    Immutable; a named tuple because an argument refusal builds one per failing keyword.
+    """
 
     pointer: str
     keyword: str

@@ -42,16 +42,11 @@ def extra_keys(value: Mapping[object, object], declared: frozenset[str]) -> list
 
 
 def error_factory(cls: type[SchemaError]) -> Callable[[str, str, str], SchemaError]:
-    """``cls(pointer, keyword, message)`` without the frozen ``__init__``'s detour."""
-    new, slots = object.__new__, [getattr(cls, name).__set__ for name in cls.__slots__]
-    set_pointer, set_keyword, set_message = slots
+    """``cls(pointer, keyword, message)`` straight from ``tuple.__new__`` (a named tuple)."""
+    new = tuple.__new__
 
     def make(pointer: str, keyword: str, message: str) -> SchemaError:
-        error = new(cls)
-        set_pointer(error, pointer)
-        set_keyword(error, keyword)
-        set_message(error, message)
-        return error
+        return new(cls, (pointer, keyword, message))
 
     return make
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import blake3
-import cbor2
 
-from policy.canonical import identity_value as _identity_value
 from policy.disclosure import Disclosure, disclosure_context
+from policy.identity import argument_identity
 from policy.jsonvalue import EMPTY_MAP, FrozenMap, JsonValue
 
 CONTEXT_TTL_MS = 15 * 60 * 1000
@@ -38,17 +37,9 @@ def millis(t: Instant) -> int:
     return t
 
 
-def argument_identity(arguments: JsonValue) -> bytes:
-    """The canonical form of a call's arguments: deterministic CBOR after integer-valued
-    numbers are written as integers (``{"a": 1.0}`` and ``{"a": 1}`` are one call)."""
-    data: bytes = cbor2.dumps(_identity_value(arguments), canonical=True)
-    return data
-
-
 def fingerprint(arguments: JsonValue, key: bytes | None = None) -> str:
-    """A keyed BLAKE3 fingerprint of the argument identity (hex); unkeyed when ``key`` is None.
-    (Hot path: one call per decision, so ``argument_identity`` is written out here.)"""
-    data = cbor2.dumps(_identity_value(arguments), canonical=True)
+    """A keyed BLAKE3 fingerprint of the argument identity (hex); unkeyed when ``key`` is None."""
+    data = argument_identity(arguments)
     hasher = blake3.blake3(data, key=key) if key is not None else blake3.blake3(data)
     return hasher.hexdigest()
 

@@ -1,5 +1,6 @@
-"""Arguments that are not JSON (NaN, infinities, non-string keys, Python objects) are denied
-as invalid arguments, never an exception: decide fails closed on anything a caller can send."""
+"""Arguments that are not JSON (NaN, infinities, non-string keys, lone surrogates, Python
+objects, nesting deeper than the stack) are denied as invalid arguments, never an exception:
+decide fails closed on anything a caller can send."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ import pytest
 from policy import Call, ContextState, decide, disclose
 
 
+def _nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(
     ("arguments", "pointer"),
     [
@@ -18,6 +26,9 @@ from policy import Call, ContextState, decide, disclose
         ({"ref": object()}, "/ref"),
         ({"ref": "x", 1: 2}, None),
         ([math.nan], None),
+        ({"ref": "x\ud800"}, "/ref"),
+        ({"ref": "x", "k\udc00": 1}, None),
+        ({"ref": "x", "depth": _nested(100_000)}, "/depth"),
     ],
 )
 def test_non_json_arguments_are_denied(reference_ir, arguments, pointer) -> None:  # type: ignore[no-untyped-def]
