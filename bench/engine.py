@@ -35,7 +35,7 @@ from typing import Any
 
 import cedarpy
 
-from bench.harness import Stats, measure, ratio
+from bench.harness import Stats, measure_all, ratio
 from compiler import compile_project
 from policy import Call, ContextState, decide, disclose
 from policy.ir import Project
@@ -245,25 +245,25 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     ir, seen = prepared["ir"], prepared["observations"]
     found, mismatches = outcomes(prepared)
     repeats, min_time = (3, 0.001) if quick else (31, 0.02)
-    rows: list[dict[str, Any]] = []
-    throughput: dict[str, float] = {}
-    disclosed: dict[str, Any] = {}
-    for objective, disclosure in prepared["disclosures"].items():
-        stat = measure(discloser(ir, objective, seen), repeats=repeats, min_time=min_time)
-        rows.append({"name": f"disclose {objective}", "impl": "seif", **stat.to_json()})
-        throughput[f"disclose {objective}"] = round(1e9 / stat.median_ns)
-        disclosed[objective] = {"status": disclosure.status,
-                                "tools": [t.id for t in disclosure.tools],
-                                "messages": len(disclosure.messages),
-                                "tokens": disclosure.tokens.to_json()}  # fmt: skip
-    stats: dict[tuple[str, str], Stats] = {}
+    timed: dict[tuple[str, str], Callable[[], Any]] = {
+        (f"disclose {objective}", "seif"): discloser(ir, objective, seen)
+        for objective in prepared["disclosures"]
+    }
     for case in prepared["cases"]:
         deciders = {"seif": seif_decider(ir, case), **cedar_deciders(prepared, case)}
-        for impl, fn in deciders.items():
-            stat = measure(fn, repeats=repeats, min_time=min_time)
-            stats[(case["name"], impl)] = stat
-            rows.append({"name": f"decide {case['name']}", "impl": impl, **stat.to_json()})
-        throughput[f"decide {case['name']}"] = round(1e9 / stats[(case["name"], "seif")].median_ns)
+        timed |= {(f"decide {case['name']}", impl): fn for impl, fn in deciders.items()}
+    measured = measure_all(timed, repeats=repeats, min_time=min_time)
+    rows = [{"name": name, "impl": impl, **stat.to_json()}
+            for (name, impl), stat in measured.items()]  # fmt: skip
+    throughput = {name: round(1e9 / stat.median_ns)
+                  for (name, impl), stat in measured.items() if impl == "seif"}  # fmt: skip
+    disclosed = {objective: {"status": disclosure.status,
+                             "tools": [t.id for t in disclosure.tools],
+                             "messages": len(disclosure.messages),
+                             "tokens": disclosure.tokens.to_json()}
+                 for objective, disclosure in prepared["disclosures"].items()}  # fmt: skip
+    stats = {(name.removeprefix("decide "), impl): stat
+             for (name, impl), stat in measured.items() if name.startswith("decide ")}  # fmt: skip
     target = {name: {"median_ns": round(stats[(name, "seif")].median_ns, 1),
                      "within": stats[(name, "seif")].median_ns <= TARGET_NS}
               for name in found}  # fmt: skip

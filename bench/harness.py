@@ -3,7 +3,8 @@
 A batch runs ``fn`` ``loops`` times, ``loops`` being chosen so that one batch lasts at least
 ``min_time`` seconds; the per-call time of a batch is its duration divided by ``loops``. The
 median and the 99th percentile are taken over ``repeats`` batches (with 31 batches the p99 is
-the slowest batch but one, interpolated).
+the slowest batch but one, interpolated). :func:`measure_all` interleaves the batches of several
+functions, so that the figures compared in one report saw the same machine.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,17 +65,36 @@ def quantile(sorted_values: list[float], q: float) -> float:
 
 def measure(fn: Callable[[], object], *, repeats: int = 31, min_time: float = 0.02) -> Stats:
     """Time ``fn``: ``repeats`` batches of at least ``min_time`` seconds each."""
-    fn()  # warm up caches and specialisation
-    loops = _calibrate(fn, min_time)
+    return measure_all({0: fn}, repeats=repeats, min_time=min_time)[0]
+
+
+def measure_all(
+    fns: Mapping[K, Callable[[], object]], *, repeats: int = 31, min_time: float = 0.02
+) -> dict[K, Stats]:
+    """Time each of ``fns`` as :func:`measure` does, their batches interleaved: round ``r``
+    runs batch ``r`` of every function in turn, so a slow spell of a shared machine lands on
+    a few batches of every function instead of on all the batches of one (and the medians,
+    hence the ratios between functions, stay comparable)."""
+    loops = {}
+    for name, fn in fns.items():
+        fn()  # warm up caches and specialisation
+        loops[name] = _calibrate(fn, min_time)
+    per_call: dict[K, list[float]] = {name: [] for name in fns}
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
-        per_call = sorted(_batch(fn, loops) / loops for _ in range(repeats))
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                per_call[name].append(_batch(fn, loops[name]) / loops[name])
     finally:
         if enabled:
             gc.enable()
-    return Stats(statistics.median(per_call), quantile(per_call, 0.99), loops * repeats)
+    out = {}
+    for name, times in per_call.items():
+        times.sort()
+        out[name] = Stats(statistics.median(times), quantile(times, 0.99), loops[name] * repeats)
+    return out
 
 
 def ratio(slower: Stats, faster: Stats) -> float:

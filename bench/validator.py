@@ -22,7 +22,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema  # type: ignore[import-untyped]  # no stubs; the peer under measure
 
-from bench.harness import Stats, measure, ratio
+from bench.harness import Stats, measure_all, ratio
 from policy.schema import compile_validator
 
 REPO = Path(__file__).resolve().parent.parent
@@ -193,17 +193,15 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     project = json.loads(REFERENCE.read_text(encoding="utf-8"))
     prepared = prepare(cases(project))
     repeats, min_time = (3, 0.001) if quick else (31, 0.02)
-    rows: list[dict[str, Any]] = []
-    stats: dict[tuple[str, str], Stats] = {}
-    for group, pairs in prepared["groups"].items():
-        if not pairs:
-            continue
-        for impl, fn in runners(prepared, group).items():
-            stat = measure(fn, repeats=repeats, min_time=min_time).per(len(pairs))
-            stats[(group, impl)] = stat
-            rows.append({"name": f"is_valid, {group} values", "impl": impl, **stat.to_json()})
-            if impl == "seif errors":
-                rows[-1]["name"] = f"errors, {group} values"
+    groups = {group: pairs for group, pairs in prepared["groups"].items() if pairs}
+    timed = {(group, impl): fn for group in groups
+             for impl, fn in runners(prepared, group).items()}  # fmt: skip
+    measured = measure_all(timed, repeats=repeats, min_time=min_time)
+    stats: dict[tuple[str, str], Stats] = {
+        (group, impl): stat.per(len(groups[group])) for (group, impl), stat in measured.items()
+    }
+    rows = [{"name": f"{'errors' if impl == 'seif errors' else 'is_valid'}, {group} values",
+             "impl": impl, **stat.to_json()} for (group, impl), stat in stats.items()]  # fmt: skip
     return {
         "source": str(REFERENCE.relative_to(REPO)),
         "schemas": len(prepared["ours"]),

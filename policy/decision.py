@@ -145,14 +145,13 @@ def _after_identity(
     why_approval: Explanation | None = None
     if tool.approval == "required":
         why_approval = ir.approval_explanations[tool.id]
-    chosen = ir.profile_by_id[profile]
-    rule = chosen.tool_rules[chosen.rule_index[tool.id]]
+    rule = ir.profile_by_id[profile].rule_by_tool[tool.id]  # a disclosed tool has a rule
     if rule.conditions:
         verdict = _conditions(ir, state, call, profile, rule.conditions)
         if isinstance(verdict, Decision):
             return verdict
         why_approval = why_approval or verdict
-    explanation = rule_explanation(ir, profile, tool.id)
+    explanation = ir.rule_explanations[profile][tool.id]
     if state.counts.get(tool.id, 0) >= tool.max_calls:
         return _deny(
             call,

@@ -100,10 +100,13 @@ class Profile:
     tool_rules: tuple[ToolRule, ...] = field(default=(), metadata=key("toolRules"))
     rule_index: FrozenMap = _derived()
     """tool id -> index of its rule in ``tool_rules``."""
+    rule_by_tool: FrozenMap = _derived()
+    """tool id -> its rule."""
 
     def __post_init__(self) -> None:
         index = FrozenMap((rule.tool, i) for i, rule in enumerate(self.tool_rules))
         object.__setattr__(self, "rule_index", index)
+        object.__setattr__(self, "rule_by_tool", FrozenMap((r.tool, r) for r in self.tool_rules))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
