@@ -157,7 +157,9 @@ def profiled_serve_main(argv: list[str]) -> int:
     when ``SEIF_BENCH_PROFILE`` names an output file. The event loop thread and every thread
     started afterwards (``asyncio.to_thread`` workers) get a profiler of their own; after a
     clean shutdown the event loop thread's statistics go to that file, the worker threads'
-    (merged) to the same name plus ``.threads``."""
+    (merged) to the same name plus ``.threads``. The profilers count each thread's own CPU time
+    (``time.thread_time_ns``), not wall time: with wall time, a call that releases the GIL
+    (``os.urandom``, a socket send) is charged with whatever the other threads did meanwhile."""
     import cProfile
     import pstats
 
@@ -171,13 +173,13 @@ def profiled_serve_main(argv: list[str]) -> int:
 
     def start_thread_profiler(*_args: object) -> None:
         # the first event of a new thread: its own profiler replaces this hook in that thread
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time_ns, 1e-9)
         with lock:
             profilers.append(profiler)
         profiler.enable()
 
     threading.setprofile(start_thread_profiler)
-    main_profiler = cProfile.Profile()
+    main_profiler = cProfile.Profile(time.thread_time_ns, 1e-9)
     try:
         code: int = main_profiler.runcall(main, ["serve", *argv])
     finally:
@@ -216,11 +218,12 @@ def load_main(argv: list[str]) -> int:
 # ================================================================ the load generator
 
 
-def cpu_seconds(pid: int) -> tuple[float, float] | None:
-    """User and system CPU time of a process (all its threads), from ``/proc``; None
-    elsewhere."""
+def cpu_seconds(pid: int, thread: int | None = None) -> tuple[float, float] | None:
+    """User and system CPU time of a process (all its threads), or of one of its threads,
+    from ``/proc``; None elsewhere."""
+    where = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(where).read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()
@@ -404,6 +407,7 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
             check,
         )
         cpu_before = {pid: cpu_seconds(pid) for pid in args.watch}
+        loop_before = cpu_seconds(args.watch[0], args.watch[0]) if args.watch else None
         own_before = _own_cpu()
         timed = await _phase(
             session,
@@ -416,6 +420,7 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
         )
         own = _own_cpu() - own_before
         cpu_after = {pid: cpu_seconds(pid) for pid in args.watch}
+        loop_after = cpu_seconds(args.watch[0], args.watch[0]) if args.watch else None
     if args.contexts_out and refs is not None:
         args.contexts_out.write_text("\n".join(refs) + "\n")
     elapsed = timed.elapsed_ns / 1e9
@@ -436,6 +441,9 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
         "rps": round(ok / elapsed, 1) if elapsed else 0.0,
         **quantiles(timed.latencies_ns),
         "server_cpu_s": cpu,
+        "server_loop_thread_cpu_s": None
+        if loop_before is None or loop_after is None
+        else [round(loop_after[0] - loop_before[0], 3), round(loop_after[1] - loop_before[1], 3)],
         "loadgen_cpu_s": round(own, 3),
         "contexts_resolved_untimed": resolved_untimed,
     }
@@ -840,6 +848,13 @@ def _per_request_us(result: dict[str, Any], pid_index: int) -> dict[str, float] 
     }
 
 
+def _loop_us(result: dict[str, Any]) -> float | None:
+    """CPU µs per successful request of the server's main (event loop) thread; the rest of
+    its CPU is its worker threads' (the store's writer, the log's writer)."""
+    loop, ok = result.get("server_loop_thread_cpu_s"), result["ok"]
+    return round(sum(loop) / ok * 1e6, 1) if loop and ok else None
+
+
 def report(
     load: Load,
     results: dict[str, dict[str, Any]],
@@ -866,6 +881,7 @@ def report(
             "errors": result["errors"],
             "elapsed_s": result["elapsed_s"],
             "server_cpu_us_per_request": _per_request_us(result, 0),
+            "server_loop_thread_cpu_us_per_request": _loop_us(result),
             "executor_cpu_us_per_request": None if mode == "bare" else _per_request_us(result, 1),
             "loadgen_cpu_s": result["loadgen_cpu_s"],
             "warmup": result["warmup"],
@@ -952,7 +968,8 @@ def notes(out: dict[str, Any], *, quick: bool) -> list[str]:
     ]
     for mode, t in targets.items():
         cpu = t["server_cpu_us_per_request"] or {}
-        cpu_text = f"{cpu.get('total')} us/req ({cpu.get('system')} system)"
+        loop = t["server_loop_thread_cpu_us_per_request"]
+        cpu_text = f"{cpu.get('total')} us/req ({cpu.get('system')} system, {loop} event loop)"
         extra = (
             ""
             if t["executor_cpu_us_per_request"] is None

@@ -211,6 +211,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     session = new_session()
     store = Store.open(prepared.data.path / "dispatch.sqlite")
     log = DecisionLog.open(prepared.data.path / "decisions.cbor")
+    store.attach_log(log)  # a write's record is logged by the store's writer, after its commit
     app[RUNTIME] = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,
@@ -226,8 +227,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     finally:
         await app[RUNTIME].drain()
         await session.close()
+        store.close()  # its last batches still log
         log.close()
-        store.close()
 
 
 def create_app(prepared: Prepared) -> web.Application:

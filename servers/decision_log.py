@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import math
 import os
 import queue
 import threading
@@ -34,134 +33,48 @@ from typing import Any, BinaryIO
 import cbor2
 
 from policy.canonical import EncodingError, canonical_cbor
-from servers import handoff
+from servers import handoff, log_record
+from servers.log_record import (
+    ENVELOPE,
+    EVENTS,
+    FORBIDDEN_FIELDS,
+    FORMAT_VERSION,
+    DecisionLogError,
+    Fragment,
+    Prepared,
+    encoded,
+    fragment,
+    record_fields_allowed,
+)
 
-FORMAT_VERSION = 1
-EVENTS = frozenset({"DISCLOSED", "REPORTED", "DENIED", "APPROVED", "INTENT", "RESULT", "UNKNOWN"})
-FORBIDDEN_FIELDS = frozenset({"arguments", "output", "reason_text", "secret", "token"})
-"""Keys no record may have, at any depth; compared after lowercasing and dropping ``_`` and
-``-`` (so ``reasonText`` and ``Reason-Text`` are refused too)."""
-ENVELOPE = ("v", "seq", "at", "event")
+__all__ = [
+    "ENVELOPE",
+    "EVENTS",
+    "FORBIDDEN_FIELDS",
+    "FORMAT_VERSION",
+    "DecisionLog",
+    "DecisionLogError",
+    "Fragment",
+    "Prepared",
+    "fragment",
+    "prepare",
+    "read_records",
+    "record_fields_allowed",
+]
 
 _CHUNK = 1 << 16
-_FORBIDDEN_NORMALIZED = frozenset(k.replace("_", "") for k in FORBIDDEN_FIELDS)
-
-
-class DecisionLogError(ValueError):
-    """A decision log that is not a valid CBOR sequence of records, or a refused record."""
-
-
-def _normalized(key: str) -> str:
-    return key.lower().replace("_", "").replace("-", "")
-
-
-_ID_KEYED = frozenset({"observations"})
-"""Maps whose keys are ids (tool ids may be `output` or `token`), not field names."""
-
-
-def _forbidden_key(value: Any, pointer: str, *, keys_are_ids: bool = False) -> str | None:
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            where = f"{pointer}/{key}"
-            named = isinstance(key, str) and not keys_are_ids
-            if named and _normalized(key) in _FORBIDDEN_NORMALIZED:
-                return where
-            found = _forbidden_key(item, where, keys_are_ids=named and key in _ID_KEYED)
-            if found is not None:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            found = _forbidden_key(item, f"{pointer}/{i}")
-            if found is not None:
-                return found
-    return None
-
-
-def record_fields_allowed(record: Mapping[str, Any]) -> None:
-    """Raise :class:`DecisionLogError` if ``record`` has a forbidden key (``arguments``,
-    ``output``, ``reason_text``, ``secret``, ``token``) anywhere inside it. The message names
-    the key's location, never a value."""
-    where = _forbidden_key(record, "")
-    if where is not None:
-        raise DecisionLogError(f"a decision record may not carry `{where}`")
-
-
-_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
-_ALLOWED_KEYS: set[str] = set()
-"""Field names found not to be forbidden (records reuse a few dozen; bounded all the same)."""
-_ALLOWED_KEYS_MAX = 4096
-
-
-def _allowed_key(key: str) -> bool:
-    if key in _ALLOWED_KEYS:
-        return True
-    if _normalized(key) in _FORBIDDEN_NORMALIZED:
-        return False
-    if len(_ALLOWED_KEYS) < _ALLOWED_KEYS_MAX:
-        _ALLOWED_KEYS.add(key)
-    return True
-
-
-def _plain(value: Any, keys_are_ids: bool = False) -> bool:
-    """The fast path of the checks, in one walk: True if ``value`` is built of exactly ``str``,
-    ``int``, ``bool``, ``None``, finite ``float``, string-keyed maps and lists, and has no
-    forbidden key, so that :func:`record_fields_allowed` and ``canonical_cbor`` would both
-    accept it. False decides nothing: the exact checks run then."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if type(key) is not str or not (keys_are_ids or _allowed_key(key)):
-                return False
-            if not _plain_item(item, not keys_are_ids and key in _ID_KEYED):
-                return False
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_plain_item(item, False) for item in value)
-    return False
-
-
-def _plain_item(item: Any, keys_are_ids: bool) -> bool:
-    kind = type(item)
-    if kind in _PLAIN_SCALARS:
-        return True
-    if kind is float:
-        return math.isfinite(item)
-    return _plain(item, keys_are_ids)
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _checked_fields(record: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The record with ``v`` and ``at``, checked, and whether it is plain (:func:`_plain`); a
-    refused record raises :class:`DecisionLogError`. Only ``seq`` is left to set."""
-    for key in ("v", "seq"):
-        if key in record:
-            raise DecisionLogError(f"`{key}` is set by the log, not by the caller")
-    event = record.get("event")
-    if event not in EVENTS:
-        raise DecisionLogError(f"`event` must be one of {sorted(EVENTS)}")
-    at = record["at"] if "at" in record else _now_ms()
-    if type(at) is not int:
-        raise DecisionLogError("`at` must be integer milliseconds")
-    fields = {**record, "v": FORMAT_VERSION, "at": at}
-    plain = _plain(record)
-    if not plain:
-        record_fields_allowed(record)
-        _encoded(fields, 0, plain=False)  # raises unless every value is JSON
-    return fields, plain
-
-
-def _encoded(fields: dict[str, Any], seq: int, *, plain: bool) -> bytes:
-    """``canonical_cbor`` of the record with its seq. For a plain record its check is known to
-    pass and is skipped: what remains of ``canonical_cbor`` is this one ``cbor2`` call."""
-    fields["seq"] = seq
-    if plain:
-        return bytes(cbor2.dumps(fields, canonical=True))
-    try:
-        return canonical_cbor(fields)
-    except EncodingError as exc:
-        raise DecisionLogError(f"record not encodable at `{exc.pointer}`") from None
+def prepare(record: Mapping[str, Any]) -> Prepared:
+    """Check a record now (``at`` defaults to the wall clock), to be written later by
+    :meth:`DecisionLog.write_now` or :meth:`DecisionLog.append_prepared`: a refused record
+    raises :class:`DecisionLogError` here, before anything is written anywhere (see
+    :mod:`servers.log_record`)."""
+    return log_record.prepare(record, _now_ms())
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +86,7 @@ class _Scan:
     torn: int
 
 
-_Item = tuple[dict[str, Any], bool, "asyncio.Future[int]"]
+_Item = tuple[Prepared, "asyncio.Future[int]"]
 
 
 class DecisionLog:
@@ -234,11 +147,11 @@ class DecisionLog:
         the wall clock) and return its ``seq``, durable as ``fsync_every`` says: the caller
         waits for an fsync covering it, its own or one another appender is running. Refuses
         forbidden keys, values that are not JSON, and a caller-set ``v`` or ``seq``."""
-        fields, plain = _checked_fields(record)
+        fields = prepare(record)
         with self._lock:
             if self._closed:
                 raise DecisionLogError(f"decision log `{self.path}` is closed")
-            seq = self._write_fields(fields, plain)
+            seq = self._write_fields(fields)
         if self._must_sync(seq):
             self._sync_through(seq)
         return seq
@@ -249,7 +162,10 @@ class DecisionLog:
         seq is returned once the record is durable as ``fsync_every`` says. One fsync covers
         every record that thread wrote before it, and one wake-up of the loop answers them
         all. A cancelled caller's record is written all the same."""
-        fields, plain = _checked_fields(record)
+        return await self.append_prepared(prepare(record))
+
+    async def append_prepared(self, prepared: Prepared) -> int:
+        """:meth:`append_async` of a record checked already by :func:`prepare`."""
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         with self._lock:
             if self._closed:
@@ -264,13 +180,13 @@ class DecisionLog:
                 )
                 self._writer.start()
                 weakref.finalize(self, self._queue.put, None)
-            self._queue.put((fields, plain, done))
+            self._queue.put((prepared, done))
         return await done
 
-    def _write_fields(self, fields: dict[str, Any], plain: bool) -> int:
+    def _write_fields(self, fields: Prepared) -> int:
         """Encode with the next seq and write; holding ``_lock``."""
         seq = self._seq + 1
-        self._write(_encoded(fields, seq, plain=plain))
+        self._write(encoded(fields, seq))
         self._seq = seq
         return seq
 
@@ -299,21 +215,34 @@ class DecisionLog:
             os.fsync(self._fd)
             self._synced = max(self._synced, written)
 
-    def _write_batch(self, batch: list[_Item]) -> None:
-        """The background thread's work: write each record, one fsync, then the answers."""
-        outcomes: list[handoff.Outcome] = []
-        for fields, plain, done in batch:
+    def write_now(self, records: list[Prepared]) -> list[int | Exception]:
+        """Write prepared records in order, from the calling thread, then fsync once as
+        ``fsync_every`` says; per record its seq, or the exception that kept it out (a full
+        disk; a closed log). A failed fsync fails every record of the call."""
+        results: list[int | Exception] = []
+        for fields in records:
             try:
                 with self._lock:
-                    outcomes.append((done, True, self._write_fields(fields, plain)))
-            except Exception as exc:  # a full disk: this record is not written
-                outcomes.append((done, False, exc))
-        last = max((seq for _, ok, seq in outcomes if ok), default=0)
+                    if self._fd < 0:  # closed (records queued before close are written)
+                        raise DecisionLogError(f"decision log `{self.path}` is closed")
+                    results.append(self._write_fields(fields))
+            except Exception as exc:
+                results.append(exc)
+        last = max((r for r in results if isinstance(r, int)), default=0)
         try:
             if self._must_sync(last):
                 self._sync_through(last)
         except Exception as exc:
-            outcomes = [(done, False, exc) for done, _, _ in outcomes]
+            results = [exc for _ in results]
+        return results
+
+    def _write_batch(self, batch: list[_Item]) -> None:
+        """The background thread's work: write each record, one fsync, then the answers."""
+        results = self.write_now([fields for fields, _ in batch])
+        outcomes: list[handoff.Outcome] = [
+            (done, True, r) if isinstance(r, int) else (done, False, r)
+            for (_, done), r in zip(batch, results, strict=True)
+        ]
         handoff.settle([o for o in outcomes if handoff.claim(o[0])])
 
     def flush(self) -> None:
@@ -369,7 +298,7 @@ def _run_writer(ref: weakref.ref[DecisionLog], pending: queue.SimpleQueue[_Item 
         log = ref()
         if log is None:  # collected unclosed: nothing of the batch is written
             lost = DecisionLogError("the decision log was not closed")
-            handoff.settle([(done, False, lost) for _, _, done in batch])
+            handoff.settle([(done, False, lost) for _, done in batch])
             return
         log._write_batch(batch)
         del log

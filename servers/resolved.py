@@ -2,7 +2,8 @@
 
 The engine is pure: the disclosure of an objective depends only on the objective, the
 coordinates it reads (consumer, environment, deployment) and the observations. So do the
-``DISCLOSED`` record's summary, the canonical CBOR of the observations the context row keeps, and
+``DISCLOSED`` record's summary and observations (checked and encoded once, as log fragments; the
+context row keeps the same canonical CBOR of the observations), and
 every part of the resolve answer but the context ref and the expiry. :class:`ResolvedCache`
 keeps those per input, keyed exactly by their values (observations of plain strings only; any
 other input is computed afresh and not kept).
@@ -14,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policy.canonical import EncodingError, canonical_cbor
 from policy.disclosure import Disclosure, disclose
 from policy.ir import Project
 from servers import records
+from servers.log_record import DecisionLogError, Fragment, fragment
 from servers.wire import json_bytes
 
 CACHE_ENTRIES = 1024
@@ -33,9 +34,11 @@ class Resolved:
     """The input-determined parts of one resolution. Shared between requests: never mutate."""
 
     disclosure: Disclosure
-    summary: dict[str, Any]
-    observations_cbor: bytes | None
-    """``canonical_cbor`` of the observations; None when not computed here."""
+    summary: dict[str, Any] | Fragment
+    """The ``disclosure`` of the ``DISCLOSED`` record, checked and encoded once when kept."""
+    observations: Fragment | None
+    """The ``observations`` of the record (their ``canonical_cbor`` is what the context row
+    keeps), checked and encoded once; None when not computed here."""
     _tail: bytes
     """The resolve answer's JSON after its head fields (``"messages":...}``)."""
 
@@ -82,13 +85,14 @@ def _compute(
     with_cbor: bool,
 ) -> Resolved:
     d = disclose(ir, objective, observations, context=coords)
-    cbor = None
-    if with_cbor:
-        try:
-            cbor = canonical_cbor(observations)
-        except (EncodingError, ValueError, TypeError):
-            cbor = None  # the caller encodes (and fails) where it always did
-    return Resolved(d, records.disclosure_summary(d), cbor, _tail(d))
+    summary = records.disclosure_summary(d)
+    if not with_cbor:
+        return Resolved(d, summary, None, _tail(d))
+    try:
+        seen = fragment("observations", observations)
+        return Resolved(d, fragment("disclosure", summary), seen, _tail(d))
+    except (DecisionLogError, ValueError, TypeError):
+        return Resolved(d, summary, None, _tail(d))  # the caller fails where it always did
 
 
 class ResolvedCache:
@@ -117,7 +121,7 @@ class ResolvedCache:
         found = self._entries.get(key)
         if found is None:
             found = _compute(ir, objective, observations, coords, with_cbor=True)
-            if found.observations_cbor is not None:
+            if found.observations is not None:
                 if len(self._entries) >= CACHE_ENTRIES:
                     self._entries.clear()
                 self._entries[key] = found

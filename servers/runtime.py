@@ -22,7 +22,7 @@ from policy.jsonvalue import thaw
 from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
 from servers import records
 from servers.config import Bindings
-from servers.decision_log import DecisionLog
+from servers.decision_log import DecisionLog, Prepared, prepare
 from servers.executor import ExecutorClient, execute_body, idempotency_key
 from servers.resolved import ResolvedCache
 from servers.runtime_types import Pending, Seen
@@ -93,6 +93,18 @@ class Runtime:
     async def _log(
         self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
     ) -> None:
+        record = self._record(event, context_ref, coords, **fields)
+        await self.log.append_async(record)  # written and fsynced (grouped) off the loop
+
+    def _prepared(
+        self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
+    ) -> Prepared:
+        """A record checked now, for the store to log right after its write commits."""
+        return prepare(self._record(event, context_ref, coords, **fields))
+
+    def _record(
+        self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
+    ) -> dict[str, Any]:
         record = {
             "event": event,
             "at": self.clock(),
@@ -104,7 +116,7 @@ class Runtime:
         }
         if context_ref is not None:
             record["contextRef"] = context_ref
-        await self.log.append_async(record)  # written and fsynced (grouped) off the loop
+        return record
 
     # ------------------------------------------------------------------ resolve
 
@@ -125,16 +137,17 @@ class Runtime:
             )
         coords["objective"] = objective
         context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
-        await self._log(
+        disclosed = self._prepared(
             "DISCLOSED",
             context_ref,
             coords,
             objective=objective,
             resolvedAt=now,
-            observations=observations,
+            observations=found.observations or observations,
             disclosure=found.summary,
         )
         if context_ref is None:
+            await self.log.append_prepared(disclosed)
             raise HttpError(
                 409,
                 "RESOLUTION_BLOCKED",
@@ -147,13 +160,15 @@ class Runtime:
             build=self.build.digest,
             objective=objective,
             coordinates=coords,
-            observations=found.observations_cbor or canonical_cbor(observations),
+            observations=found.observations.cbor
+            if found.observations
+            else canonical_cbor(observations),
             resolved_at=now,
             expires_at=expires_at,
             binding_revision=self.bindings.revision,
             turn_id=turn_id,
         )
-        await self.store.save_context_async(row)
+        await self.store.save_context_async(row, record=disclosed)  # saved, then logged
         self._disclosures[context_ref] = disclosure
         return found.body(context_ref=context_ref, build=self.build.digest, expires_at=expires_at)
 
@@ -277,6 +292,9 @@ class Runtime:
             seen.now,
             decide=still_allowed,
             seen=seen.intents,
+            record=self._prepared(
+                "INTENT", row.context_ref, row.coordinates, **records.decision_fields(decision)
+            ),
         )
         if not inserted:
             # a PENDING row belongs to a request of this process, which owns the event
@@ -285,9 +303,6 @@ class Runtime:
                 event.set()
             return await self.execute_again(row, call)
         self.pending.pop(key, None)
-        await self._log(
-            "INTENT", row.context_ref, row.coordinates, **records.decision_fields(decision)
-        )
         task = asyncio.ensure_future(self._run(row, call, fp))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -352,11 +367,8 @@ class Runtime:
         *,
         executor_error: str | None = None,
     ) -> dict[str, Any]:
-        await self.store.complete_intent_async(
-            row.context_ref, call.call_id, status, reason, self.clock()
-        )
         event = "UNKNOWN" if status == "UNKNOWN" else "RESULT"
-        await self._log(
+        result = self._prepared(
             event,
             row.context_ref,
             row.coordinates,
@@ -366,6 +378,9 @@ class Runtime:
             status=status,
             reason=reason,
             observation=dict(probe),
+        )
+        await self.store.complete_intent_async(
+            row.context_ref, call.call_id, status, reason, self.clock(), record=result
         )
         ok = status == "SUCCEEDED"
         return records.receipt(

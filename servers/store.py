@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from policy.canonical import canonical_json, decode_canonical_cbor
+from servers.decision_log import DecisionLog, Prepared
 from servers.store_rows import (
     APPROVAL_COLUMNS,
     FAILED,
@@ -62,6 +63,7 @@ from servers.store_rows import (
 from servers.store_writer import GroupWriter, WriterClosed
 
 T = TypeVar("T")
+Selector = Callable[[Any], Prepared | None]
 __all__ = [
     "PENDING",
     "SUCCEEDED",
@@ -108,6 +110,7 @@ class Store:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._contexts: dict[str, ContextRow] = {}
+        self._log: DecisionLog | None = None
         self._closed = False
         self.interrupted: tuple[IntentRow, ...] = ()
         """The intents this open turned from ``PENDING`` into ``UNKNOWN`` (``INTERRUPTED``)."""
@@ -140,10 +143,22 @@ class Store:
             raise StoreError(f"the store `{self.path}` is closed") from None
         return future.result()
 
-    async def _run(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """:meth:`_call` for an event loop."""
+    def attach_log(self, log: DecisionLog) -> None:
+        """The decision log that the ``record`` of an ``*_async`` write goes to."""
+        self._log = log
+
+    async def _run(
+        self, job: Callable[[sqlite3.Connection], T], record: Selector | None = None
+    ) -> T:
+        """:meth:`_call` for an event loop; ``record(result)``, if given, is appended to the
+        attached log after the commit, before this returns (one hand-off for both)."""
+        logged = None
+        if record is not None:
+            if self._log is None:
+                raise StoreError("a record was given but no decision log is attached")
+            logged = (self._log, record)
         try:
-            return await self._writer.run(job)
+            return await self._writer.run(job, logged)
         except WriterClosed:
             raise StoreError(f"the store `{self.path}` is closed") from None
 
@@ -180,9 +195,9 @@ class Store:
         """Record a resolved context; a contextRef is saved once (:class:`StoreError`)."""
         self._call(_context_job(row))
 
-    async def save_context_async(self, row: ContextRow) -> None:
-        """:meth:`save_context` for an event loop."""
-        await self._run(_context_job(row))
+    async def save_context_async(self, row: ContextRow, *, record: Prepared | None = None) -> None:
+        """:meth:`save_context` for an event loop; ``record`` is logged once it is saved."""
+        await self._run(_context_job(row), None if record is None else _always(record))
 
     def context(self, context_ref: str) -> ContextRow | None:
         found = self._contexts.get(context_ref)
@@ -247,10 +262,13 @@ class Store:
         *,
         decide: Callable[[list[IntentRow]], bool],
         seen: list[IntentRow] | None = None,
+        record: Prepared | None = None,
     ) -> Claim:
-        """:meth:`begin_intent` for an event loop: the claim once the intent is committed."""
+        """:meth:`begin_intent` for an event loop: the claim once the intent is committed;
+        ``record`` is logged if, and once, the intent was inserted."""
         row = _pending(context_ref, call_id, tool, fingerprint, now_ms)
-        return await self._run(lambda db: _begin(db, row, decide, seen))
+        selector = None if record is None else _if_inserted(record)
+        return await self._run(lambda db: _begin(db, row, decide, seen), selector)
 
     def complete_intent(
         self, context_ref: str, call_id: str, status: str, reason: str | None, now_ms: int
@@ -260,10 +278,18 @@ class Store:
         return self._call(_complete_job(context_ref, call_id, status, reason, now_ms))
 
     async def complete_intent_async(
-        self, context_ref: str, call_id: str, status: str, reason: str | None, now_ms: int
+        self,
+        context_ref: str,
+        call_id: str,
+        status: str,
+        reason: str | None,
+        now_ms: int,
+        *,
+        record: Prepared | None = None,
     ) -> bool:
-        """:meth:`complete_intent` for an event loop."""
-        return await self._run(_complete_job(context_ref, call_id, status, reason, now_ms))
+        """:meth:`complete_intent` for an event loop; ``record`` is logged once it is done."""
+        job = _complete_job(context_ref, call_id, status, reason, now_ms)
+        return await self._run(job, None if record is None else _always(record))
 
     # approvals
 
@@ -313,6 +339,14 @@ class Store:
 
 # the writes, checked in the caller's thread; each job writes with one statement, after every
 # check that may raise, so that a job that raises has written nothing
+
+
+def _always(record: Prepared) -> Selector:
+    return lambda _result: record
+
+
+def _if_inserted(record: Prepared) -> Selector:
+    return lambda claim: record if claim[0] else None
 
 
 def _pending(context_ref: str, call_id: str, tool: str, fingerprint: str, now: int) -> IntentRow:

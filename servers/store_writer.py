@@ -11,6 +11,13 @@ job that raised after it wrote) fails every job in it, and nothing of it is writ
 
 Jobs see the writes of the jobs before them in the batch: the store relies on that to arbitrate
 once-only dispatch and call limits against everything committed or earlier in the batch.
+
+A job may carry a decision-log record (:class:`Logged`): after the commit, the writer thread
+appends the records of the batch's successful jobs to the decision log, with one fsync, and
+only then answers. A write and its record thus cost one hand-off between threads, not two, and
+the record follows its commit (a crash in between leaves a committed write without its record,
+never a record of a write that did not happen). A record that could not be written fails its
+job's waiter (the write itself stands, as it would have with a separate append).
 """
 
 from __future__ import annotations
@@ -24,10 +31,13 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from servers import handoff
+from servers.decision_log import DecisionLog, Prepared
 
 T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
-_Item = tuple[Job, handoff.Waiter]
+Logged = tuple[DecisionLog, Callable[[Any], Prepared | None]]
+"""The log, and what to append to it given the job's result (None: nothing)."""
+_Item = tuple[Job, handoff.Waiter, Logged | None]
 
 MAX_BATCH = 256
 
@@ -55,24 +65,25 @@ class GroupWriter:
             if self._thread is not None:
                 raise RuntimeError("the writer thread owns the connection")
             done: Future[T] = Future()
-            _run_batch(self._db, [(job, done)])
+            _run_batch(self._db, [(job, done, None)])
         return done.result()
 
     def submit(self, job: Callable[[sqlite3.Connection], T]) -> Future[T]:
         """Queue ``job``; its future is done after the batch that ran it has committed."""
         done: Future[T] = Future()
-        self._put((job, done))
+        self._put((job, done, None))
         return done
 
     def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """:meth:`submit` and wait."""
         return self.submit(job).result()
 
-    async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """:meth:`submit` for an event loop: the result once the batch has committed. A job
-        not yet started when the awaiting task is cancelled does not run."""
+    async def run(self, job: Callable[[sqlite3.Connection], T], logged: Logged | None = None) -> T:
+        """:meth:`submit` for an event loop: the result once the batch has committed (and the
+        job's record, if ``logged``, is in the log). A job not yet started when the awaiting
+        task is cancelled does not run."""
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._put((job, done))
+        self._put((job, done, logged))
         return await done
 
     def _put(self, item: _Item) -> None:
@@ -123,29 +134,54 @@ def _serve(db: sqlite3.Connection, jobs: queue.SimpleQueue[_Item | None]) -> Non
 
 
 def _run_batch(db: sqlite3.Connection, batch: list[_Item]) -> None:
-    """One transaction for the batch; waiters are answered only after it is committed. A job
-    whose waiter has gone by the time its turn comes does not run."""
-    claimed: list[handoff.Waiter] = []
+    """One transaction for the batch; waiters are answered only after it is committed (and
+    the records of its jobs are logged). A job whose waiter has gone by the time its turn
+    comes does not run."""
+    claimed: list[_Item] = []
     results: list[tuple[bool, Any]] = []
     examined = 0
     try:
         db.execute("BEGIN IMMEDIATE")
         try:
-            for job, done in batch:
+            for item in batch:
                 examined += 1
-                if handoff.claim(done):
-                    claimed.append(done)
-                    results.append(_run_job(db, job))
+                if handoff.claim(item[1]):
+                    claimed.append(item)
+                    results.append(_run_job(db, item[0]))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
     except BaseException as exc:  # nothing of the batch was written
-        claimed += [done for _, done in batch[examined:] if handoff.claim(done)]
-        handoff.settle([(done, False, exc) for done in claimed])
+        waiters = [item[1] for item in claimed]
+        waiters += [done for _, done, _ in batch[examined:] if handoff.claim(done)]
+        handoff.settle([(done, False, exc) for done in waiters])
         return
-    handoff.settle([(done, *result) for done, result in zip(claimed, results, strict=True)])
+    outcomes = [(item[1], *result) for item, result in zip(claimed, results, strict=True)]
+    handoff.settle(_logged(claimed, outcomes))
+
+
+def _logged(items: list[_Item], outcomes: list[handoff.Outcome]) -> list[handoff.Outcome]:
+    """Append the records of the successful jobs, one ``write_now`` (one fsync) per log; a
+    record that failed fails its job's outcome."""
+    pending: dict[DecisionLog, list[tuple[int, Prepared]]] = {}
+    for i, ((_, _, logged), (_, ok, value)) in enumerate(zip(items, outcomes, strict=True)):
+        if logged is None or not ok:
+            continue
+        try:
+            record = logged[1](value)
+        except Exception as exc:  # a bug of the caller's selector: its waiter learns of it
+            outcomes[i] = (outcomes[i][0], False, exc)
+            continue
+        if record is not None:
+            pending.setdefault(logged[0], []).append((i, record))
+    for log, records in pending.items():
+        written = log.write_now([record for _, record in records])
+        for (i, _), result in zip(records, written, strict=True):
+            if isinstance(result, Exception):
+                outcomes[i] = (outcomes[i][0], False, result)
+    return outcomes
 
 
 def _run_job(db: sqlite3.Connection, job: Job) -> tuple[bool, Any]:

@@ -16,12 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policy.canonical import canonical_cbor
+from servers import log_record
 from servers.decision_log import (
     EVENTS,
     DecisionLog,
     DecisionLogError,
-    _encoded,
-    _plain,
+    fragment,
     read_records,
     record_fields_allowed,
 )
@@ -358,10 +358,42 @@ _VALUES = st.recursive(
 
 @given(st.dictionaries(_KEYS, _VALUES, max_size=4))
 def test_the_fast_path_accepts_only_what_the_exact_checks_accept(record: dict[str, Any]) -> None:
-    """``_plain`` is a shortcut: whatever it lets through, the forbidden-key check and
+    """``plain`` is a shortcut: whatever it lets through, the forbidden-key check and
     ``canonical_cbor`` accept too, and the bytes written are ``canonical_cbor``'s."""
     fields = {**record, "event": "INTENT", "at": NOW}
-    if not _plain(fields):
+    if not log_record.plain(fields):
         return
     record_fields_allowed(fields)
-    assert _encoded(dict(fields), 7, plain=True) == canonical_cbor({**fields, "seq": 7})
+    assert log_record.encoded(dict(fields), 7) == canonical_cbor({**fields, "seq": 7})
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4), st.data())
+def test_fragments_change_nothing_but_the_work(record: dict[str, Any], data: st.DataObject) -> None:
+    """A record with some fields given as fragments is refused exactly when the plain record
+    is, and otherwise written byte for byte as the plain record."""
+    fields = {**record, "event": "INTENT", "at": NOW}
+    chosen = data.draw(st.sets(st.sampled_from(sorted(record)))) if record else set()
+    try:
+        expected: bytes | None = log_record.encoded(log_record.prepare(fields, NOW), 7)
+    except DecisionLogError:
+        expected = None
+    try:
+        with_fragments = {k: fragment(k, v) if k in chosen else v for k, v in fields.items()}
+        got: bytes | None = log_record.encoded(log_record.prepare(with_fragments, NOW), 7)
+    except DecisionLogError:
+        got = None
+    assert got == expected
+
+
+def test_a_fragment_is_taken_only_under_its_own_field(path: Path) -> None:
+    summary = fragment("disclosure", {"tools": ["a"]})
+    with DecisionLog.open(path) as log:
+        with pytest.raises(DecisionLogError, match="fragment of `disclosure` given as `other`"):
+            log.append({"event": "DISCLOSED", "at": NOW, "other": summary})
+        log.append({"event": "DISCLOSED", "at": NOW, "disclosure": summary})
+    assert next(iter(read_records(path)))["disclosure"] == {"tools": ["a"]}
+    with pytest.raises(DecisionLogError, match="/disclosure/token"):
+        fragment("disclosure", {"token": "x"})
+    assert fragment("observations", {"token": {"state": "READY"}}).field == "observations"
+    with pytest.raises(DecisionLogError, match="not encodable at `/disclosure/a`"):
+        fragment("disclosure", {"a": float("nan")})

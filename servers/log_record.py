@@ -1,0 +1,182 @@
+"""What a decision-log record may hold, checked before it is queued, and its encoding.
+
+A record is one map: the envelope (``v``, ``seq``, ``at``, ``event``) and the event's fields.
+No key anywhere inside it may be a forbidden field (``arguments``, ``output``, ``reason_text``,
+``secret``, ``token``, compared after lowercasing and dropping ``_`` and ``-``), and every value
+must be JSON with a canonical CBOR encoding. :func:`prepare` checks a record on the caller's
+thread (a refused record raises there, before anything is written) and returns it ready for
+:func:`encoded`, which the log's writer calls with the record's ``seq``.
+
+A :class:`Fragment` is a field value checked and encoded once and reused by many records (the
+summary of a cached disclosure, say): :func:`prepare` takes it as checked, :func:`encoded`
+splices its bytes. The encoding is the same as that of the plain value, byte for byte.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import cbor2
+
+from policy.canonical import EncodingError, canonical_cbor, check_json
+
+FORMAT_VERSION = 1
+EVENTS = frozenset({"DISCLOSED", "REPORTED", "DENIED", "APPROVED", "INTENT", "RESULT", "UNKNOWN"})
+FORBIDDEN_FIELDS = frozenset({"arguments", "output", "reason_text", "secret", "token"})
+"""Keys no record may have, at any depth; compared after lowercasing and dropping ``_`` and
+``-`` (so ``reasonText`` and ``Reason-Text`` are refused too)."""
+ENVELOPE = ("v", "seq", "at", "event")
+
+_FORBIDDEN_NORMALIZED = frozenset(k.replace("_", "") for k in FORBIDDEN_FIELDS)
+_ID_KEYED = frozenset({"observations"})
+"""Maps whose keys are ids (tool ids may be `output` or `token`), not field names."""
+
+
+class DecisionLogError(ValueError):
+    """A decision log that is not a valid CBOR sequence of records, or a refused record."""
+
+
+def _normalized(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "")
+
+
+def _forbidden_key(value: Any, pointer: str, *, keys_are_ids: bool = False) -> str | None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{pointer}/{key}"
+            named = isinstance(key, str) and not keys_are_ids
+            if named and _normalized(key) in _FORBIDDEN_NORMALIZED:
+                return where
+            found = _forbidden_key(item, where, keys_are_ids=named and key in _ID_KEYED)
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _forbidden_key(item, f"{pointer}/{i}")
+            if found is not None:
+                return found
+    return None
+
+
+def record_fields_allowed(record: Mapping[str, Any]) -> None:
+    """Raise :class:`DecisionLogError` if ``record`` has a forbidden key (``arguments``,
+    ``output``, ``reason_text``, ``secret``, ``token``) anywhere inside it. The message names
+    the key's location, never a value."""
+    where = _forbidden_key(record, "")
+    if where is not None:
+        raise DecisionLogError(f"a decision record may not carry `{where}`")
+
+
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+_ALLOWED_KEYS: set[str] = set()
+"""Field names found not to be forbidden (records reuse a few dozen; bounded all the same)."""
+_ALLOWED_KEYS_MAX = 4096
+
+
+def _allowed_key(key: str) -> bool:
+    if key in _ALLOWED_KEYS:
+        return True
+    if _normalized(key) in _FORBIDDEN_NORMALIZED:
+        return False
+    if len(_ALLOWED_KEYS) < _ALLOWED_KEYS_MAX:
+        _ALLOWED_KEYS.add(key)
+    return True
+
+
+def plain(value: Any, keys_are_ids: bool = False) -> bool:
+    """The fast path of the checks, in one walk: True if ``value`` is built of exactly ``str``,
+    ``int``, ``bool``, ``None``, finite ``float``, string-keyed maps and lists, and has no
+    forbidden key, so that :func:`record_fields_allowed` and ``canonical_cbor`` would both
+    accept it. False decides nothing: the exact checks run then."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if type(key) is not str or not (keys_are_ids or _allowed_key(key)):
+                return False
+            if not _plain_item(item, not keys_are_ids and key in _ID_KEYED):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain_item(item, False) for item in value)
+    return False
+
+
+def _plain_item(item: Any, keys_are_ids: bool) -> bool:
+    kind = type(item)
+    if kind in _PLAIN_SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(item)
+    return plain(item, keys_are_ids)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Fragment:
+    """The value of one top-level record field (``field``), checked and encoded once
+    (:func:`fragment`); a record may carry it only under that field."""
+
+    field: str
+    value: Any
+    cbor: bytes
+
+
+def fragment(field: str, value: Any) -> Fragment:
+    """Check ``value`` as the record field ``field`` would be checked, and encode it once.
+    Raises :class:`DecisionLogError` as :func:`prepare` would."""
+    record_fields_allowed({field: value})
+    try:
+        return Fragment(field, value, canonical_cbor(value))
+    except EncodingError as exc:
+        raise DecisionLogError(f"record not encodable at `/{field}{exc.pointer}`") from None
+
+
+Prepared = dict[str, Any]
+"""A record checked by :func:`prepare`: its fields, ``seq`` not yet set."""
+
+
+def prepare(record: Mapping[str, Any], now_ms: int | None = None) -> Prepared:
+    """The record with ``v`` and ``at`` (``now_ms`` when the record has none), checked; a
+    refused record raises :class:`DecisionLogError`. Only ``seq`` is left to set."""
+    for key in ("v", "seq"):
+        if key in record:
+            raise DecisionLogError(f"`{key}` is set by the log, not by the caller")
+    event = record.get("event")
+    if event not in EVENTS:
+        raise DecisionLogError(f"`event` must be one of {sorted(EVENTS)}")
+    at = record.get("at", now_ms)
+    if type(at) is not int:
+        raise DecisionLogError("`at` must be integer milliseconds")
+    rest: Mapping[str, Any] = record
+    if any(type(v) is Fragment for v in record.values()):
+        rest = _without_fragments(record)
+    if not plain(rest):
+        record_fields_allowed(rest)
+        try:
+            check_json(rest)
+        except EncodingError as exc:
+            raise DecisionLogError(f"record not encodable at `{exc.pointer}`") from None
+    return {**record, "v": FORMAT_VERSION, "at": at}
+
+
+def _without_fragments(record: Mapping[str, Any]) -> dict[str, Any]:
+    rest = {}
+    for key, value in record.items():
+        if type(value) is not Fragment:
+            rest[key] = value
+        elif value.field != key:
+            raise DecisionLogError(f"a fragment of `{value.field}` given as `{key}`")
+    return rest
+
+
+def _splice(encoder: cbor2.CBOREncoder, value: Any) -> None:
+    if type(value) is not Fragment:
+        raise cbor2.CBOREncodeTypeError(f"cannot encode `{type(value).__name__}`")
+    encoder.write(value.cbor)
+
+
+def encoded(fields: dict[str, Any], seq: int) -> bytes:
+    """The canonical CBOR of a prepared record with its ``seq`` (fragments spliced in)."""
+    fields["seq"] = seq
+    return bytes(cbor2.dumps(fields, canonical=True, default=_splice))
