@@ -17,7 +17,7 @@ from aiohttp import web
 from servers import openapi, wire
 from servers.config import Credential
 from servers.decision_log import DecisionLog, read_records
-from servers.executor import ExecutorClient, new_session
+from servers.executor import ExecutorClient, new_transport
 from servers.prepare import Prepared
 from servers.records import iso
 from servers.runtime import Runtime
@@ -208,7 +208,7 @@ async def traces(request: web.Request) -> web.Response:
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
-    session = new_session()
+    transport = new_transport()
     store = Store.open(prepared.data.path / "dispatch.sqlite")
     log = DecisionLog.open(prepared.data.path / "decisions.cbor")
     store.attach_log(log)  # a write's record is logged by the store's writer, after its commit
@@ -217,7 +217,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         bindings=prepared.bindings,
         store=store,
         log=log,
-        client=ExecutorClient(session),
+        client=ExecutorClient(transport),
         fingerprint_key=prepared.fingerprint_key,
         clock=prepared.clock,
     )
@@ -226,7 +226,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await app[RUNTIME].drain()
-        await session.close()
+        await transport.close()
         store.close()  # its last batches still log
         log.close()
 

@@ -2,29 +2,27 @@
 
 ``ExecutorClient.describe`` observes a bound executor (never raises); ``execute`` dispatches one
 call and turns whatever happens into an :class:`Outcome` (never raises, except that cancellation
-propagates). Guarantees, whatever the session or the executor does:
+propagates). Guarantees, whatever the executor does (the transport is
+:class:`servers.http1.Http1Client`):
 
 - the only URL ever requested is ``binding.endpoint + "/describe"`` or ``+ "/execute"``:
-  redirects are not followed (any 3xx is ``REDIRECT``), no proxy from the environment (the
-  session must have ``trust_env=False``), no session middleware (``middlewares=()``);
-- one request per call, never retried (aiohttp retries a reused connection only for idempotent
-  methods; ``execute`` is a POST);
-- ``binding.timeout_ms`` bounds the whole exchange, ``binding.max_bytes`` the body, read
-  incrementally (``Accept-Encoding: identity``, so the limit holds with or without the
-  session's ``auto_decompress``);
+  redirects are not followed (any 3xx is ``REDIRECT``), no proxy, no cookie, nothing from the
+  environment;
+- one request per call, never retried, on a new or a kept-alive connection;
+- ``binding.timeout_ms`` bounds the whole exchange (connecting included), ``binding.max_bytes``
+  the body, read incrementally (``Accept-Encoding: identity``: nothing is decompressed);
 - a response that carries the credential (raw bytes, headers or decoded strings) is refused and
   its content dropped;
 - no secret, argument, output or executor message reaches a log line, an exception or an
   :class:`Outcome`; the executor's ``error.code`` is kept only when it is a short code.
 
 Status semantics: ``FAILED`` only when the executor said ``ok: false``, the output broke the
-tool's result schema, or nothing was sent: the TCP connection never opened
-(``ClientConnectorError`` -> ``CONNECTION_REFUSED``, ``ConnectionTimeoutError`` ->
-``CONNECT_TIMEOUT``), an invalid endpoint, a body that is not JSON, a binding of another tool.
-A total timeout that fires while connecting cannot be told apart, so it stays ``TIMEOUT``
-(``UNKNOWN``). Everything after the
-request may have been sent (timeout, lost connection, redirect, oversized, invalid or reflecting
-response) is ``UNKNOWN``: the action may have happened.
+tool's result schema, or nothing was sent: the connection never opened (``CONNECTION_REFUSED``,
+``CONNECT_TIMEOUT`` when the deadline passed while connecting), an invalid endpoint, a request
+that could not be written (``REQUEST_INVALID``: a body that is not JSON, a credential that
+cannot go in a header), a binding of another tool. Everything after the request may have been
+sent (timeout, lost connection, redirect, oversized, invalid or reflecting response) is
+``UNKNOWN``: the action may have happened.
 
 Cancellation: ``execute`` lets ``asyncio.CancelledError`` through (the request is abandoned), so
 a dispatch must never be awaited bare from a request handler. Either use
@@ -46,17 +44,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiohttp
-
 from policy.ir import Tool
 from policy.jsonvalue import iter_strings, thaw
+from servers.http1 import Http1Client, Response, TransportError
 
 CONTRACT = "context-tool-executor.v1"
 COORDINATES = ("build", "consumer", "objective", "environment", "deployment", "trace", "context")
 SUCCEEDED, FAILED, UNKNOWN = "SUCCEEDED", "FAILED", "UNKNOWN"
 READY, UNAVAILABLE = "READY", "UNAVAILABLE"
 MAX_DESCRIPTOR_FIELD = 200
-_CHUNK = 65536
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 log = logging.getLogger(__name__)
@@ -92,15 +88,6 @@ class Outcome:
     output: Any = field(default=None, repr=False)  # never in a log line by accident
     reason: str | None = None
     error_code: str | None = None
-
-
-class _Problem(Exception):
-    """A failed exchange: a reason code, and whether the request surely never left."""
-
-    def __init__(self, reason: str, *, unsent: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.unsent = unsent
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +128,9 @@ def execute_body(
     }
 
 
-def new_session() -> aiohttp.ClientSession:
-    """A session fit for executors: no proxies or netrc from the environment, no cookies."""
-    return aiohttp.ClientSession(
-        trust_env=False, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
-    )
+def new_transport() -> Http1Client:
+    """The executors' transport: keep-alive HTTP/1.1, no proxies, cookies or redirects."""
+    return Http1Client()
 
 
 # --- response decoding ---------------------------------------------------------------------
@@ -169,11 +154,11 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
 def _decode(raw: bytes) -> Any:
-    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity. Raises ``_Problem``."""
+    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity. Raises ``TransportError``."""
     try:
         return _DECODER.decode(raw.decode("utf-8"))
     except (ValueError, RecursionError):
-        raise _Problem("INVALID_RESPONSE") from None
+        raise TransportError("INVALID_RESPONSE") from None
 
 
 def _carries(value: Any, secret: str) -> bool:
@@ -191,9 +176,9 @@ def _protocol_document(reply: _Reply, secret: str | None) -> dict[str, Any]:
     """The decoded response object, after the reflection check on its strings."""
     value = _decode(reply.body)
     if secret and _may_carry(reply.body, secret) and _carries(value, secret):
-        raise _Problem("CREDENTIAL_REFLECTED")
+        raise TransportError("CREDENTIAL_REFLECTED")
     if not isinstance(value, dict):
-        raise _Problem("INVALID_RESPONSE")
+        raise TransportError("INVALID_RESPONSE")
     return value
 
 
@@ -249,50 +234,30 @@ def unavailable(detail: str) -> dict[str, Any]:
 # --- transport -----------------------------------------------------------------------------
 
 
-def _headers(binding: BindingLike, has_body: bool) -> dict[str, str]:
+def _headers(binding: BindingLike, has_body: bool) -> list[tuple[str, str]]:
     # identity: the byte limit and the reflection check apply to what the executor sent
-    headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+    headers = [("Accept", "application/json"), ("Accept-Encoding", "identity")]
     if has_body:
-        headers["Content-Type"] = "application/json"
+        headers.append(("Content-Type", "application/json"))
     if binding.secret:
-        headers["Authorization"] = f"Bearer {binding.secret}"
+        headers.append(("Authorization", f"Bearer {binding.secret}"))
     return headers
 
 
-async def _read_limited(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    if response.content_length is not None and response.content_length > limit:
-        raise _Problem("TOO_LARGE")
-    data = bytearray()
-    while chunk := await response.content.read(_CHUNK):
-        data += chunk
-        if len(data) > limit:
-            raise _Problem("TOO_LARGE")
-    return bytes(data)
-
-
-def _headers_reflect(response: aiohttp.ClientResponse, secret: bytes) -> bool:
-    return any(secret in name or secret in value for name, value in response.raw_headers)
-
-
-async def _reply(response: aiohttp.ClientResponse, binding: BindingLike) -> _Reply:
+def _reply(response: Response, binding: BindingLike) -> _Reply:
     secret = binding.secret.encode() if binding.secret else None
-    if secret and _headers_reflect(response, secret):
-        raise _Problem("CREDENTIAL_REFLECTED")
-    if 300 <= response.status < 400:
-        return _Reply(response.status, b"")
-    body = await _read_limited(response, binding.max_bytes)
-    if secret and secret in body:
-        raise _Problem("CREDENTIAL_REFLECTED")
-    return _Reply(response.status, body)
+    if secret and any(secret in name or secret in value for name, value in response.headers):
+        raise TransportError("CREDENTIAL_REFLECTED")
+    if secret and secret in response.body:
+        raise TransportError("CREDENTIAL_REFLECTED")
+    return _Reply(response.status, response.body)
 
 
 class ExecutorClient:
-    """Talks to bound executors over one shared ``aiohttp.ClientSession``."""
+    """Talks to bound executors over one :class:`~servers.http1.Http1Client`."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        if session.trust_env:
-            raise ValueError("the executor session must not trust the environment (proxies)")
-        self._session = session
+    def __init__(self, transport: Http1Client) -> None:
+        self._transport = transport
         self._background: set[asyncio.Task[Outcome]] = set()
 
     async def describe(self, binding: BindingLike) -> dict[str, Any]:
@@ -301,7 +266,7 @@ class ExecutorClient:
         try:
             reply = await self._exchange("GET", binding, "/describe", None)
             return _interpret_describe(reply, binding)
-        except _Problem as problem:
+        except TransportError as problem:
             return unavailable(problem.reason)
 
     async def execute(self, binding: BindingLike, tool: Tool, body: dict[str, Any]) -> Outcome:
@@ -316,7 +281,7 @@ class ExecutorClient:
         try:
             reply = await self._exchange("POST", binding, "/execute", payload)
             return _interpret_execute(reply, tool, binding.secret)
-        except _Problem as problem:
+        except TransportError as problem:
             return Outcome(FAILED if problem.unsent else UNKNOWN, reason=problem.reason)
 
     async def execute_shielded(
@@ -368,37 +333,17 @@ class ExecutorClient:
     async def _exchange(
         self, method: str, binding: BindingLike, suffix: str, payload: bytes | None
     ) -> _Reply:
-        """One request to exactly ``binding.endpoint + suffix``; raises ``_Problem``."""
+        """One request to exactly ``binding.endpoint + suffix``; raises ``TransportError``."""
         try:
-            async with self._session.request(
+            response = await self._transport.request(
                 method,
                 binding.endpoint + suffix,
-                data=payload,
-                headers=_headers(binding, payload is not None),
-                allow_redirects=False,
-                raise_for_status=False,
-                timeout=aiohttp.ClientTimeout(total=binding.timeout_ms / 1000),
-                middlewares=(),
-            ) as response:
-                return await _reply(response, binding)
-        except _Problem:
+                _headers(binding, payload is not None),
+                payload,
+                timeout_s=binding.timeout_ms / 1000,
+                max_bytes=binding.max_bytes,
+            )
+        except TransportError as error:
+            log.warning("executor %s %s: %s", binding.tool, suffix[1:], error.reason)
             raise
-        except Exception as error:
-            problem = _classify(error)
-            log.warning("executor %s %s: %s", binding.tool, suffix[1:], problem.reason)
-            raise problem from None
-
-
-def _classify(error: Exception) -> _Problem:
-    """Map a transport exception to a reason; ``unsent`` only when no connection ever opened."""
-    if isinstance(error, aiohttp.ClientConnectorError):
-        return _Problem("CONNECTION_REFUSED", unsent=True)
-    if isinstance(error, aiohttp.ConnectionTimeoutError):
-        return _Problem("CONNECT_TIMEOUT", unsent=True)
-    if isinstance(error, aiohttp.InvalidURL):
-        return _Problem("ENDPOINT_INVALID", unsent=True)
-    if isinstance(error, TimeoutError):
-        return _Problem("TIMEOUT")
-    if isinstance(error, aiohttp.ClientError | OSError):
-        return _Problem("CONNECTION_LOST")
-    return _Problem("CLIENT_ERROR")
+        return _reply(response, binding)

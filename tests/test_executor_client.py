@@ -27,7 +27,7 @@ from servers.executor import (
     Outcome,
     execute_body,
     idempotency_key,
-    new_session,
+    new_transport,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,8 +93,11 @@ async def reference(**options: Any) -> AsyncIterator[tuple[str, web.Application]
 
 @asynccontextmanager
 async def client() -> AsyncIterator[ExecutorClient]:
-    async with new_session() as session:
-        yield ExecutorClient(session)
+    transport = new_transport()
+    try:
+        yield ExecutorClient(transport)
+    finally:
+        await transport.close()
 
 
 def body_for(tool_id: str, call_id: str = "c1", **coords: Any) -> dict[str, Any]:
@@ -458,13 +461,11 @@ def test_no_authorization_header_without_a_secret() -> None:
     assert (method, path) == ("GET", "/x/describe") and "Authorization" not in headers
 
 
-def test_a_session_trusting_the_environment_is_refused() -> None:
-    async def scenario() -> None:
-        async with aiohttp.ClientSession(trust_env=True) as session:
-            ExecutorClient(session)
-
-    with pytest.raises(ValueError, match="environment"):
-        run(scenario())
+def test_proxies_in_the_environment_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{free_port()}")  # nobody listens there
+    outcome, seen = run(execute_scripted(answer(b'{"contract": "x"}')))
+    assert outcome == Outcome("UNKNOWN", reason="INVALID_RESPONSE") and len(seen) == 1
 
 
 # --- cancellation ------------------------------------------------------------------------------

@@ -1,0 +1,300 @@
+"""A small HTTP/1.1 client for executor endpoints: one request per exchange, nothing more.
+
+The executor client needs little of HTTP: a ``GET`` or a ``POST`` with a JSON body to one exact
+URL, the status, the raw headers and a body read up to a byte limit, within one deadline. This
+client does that and nothing else, which costs a third of what a general client does per
+request (``python -m bench runtime``):
+
+- connections are kept alive per origin (scheme, host, port) and reused only after a complete
+  response that allows it; an idle connection is dropped after :data:`IDLE_S` seconds (sooner
+  than common servers' keep-alive timeouts, so that a request rarely meets a connection the
+  server is closing); a request is never retried, on any connection;
+- redirects are never followed: a 3xx is returned with its headers and no body, and the
+  connection is closed;
+- no proxy, no cookie, no compression (``Accept-Encoding: identity`` is the caller's), nothing
+  read from the environment; TLS with the system's default verification for ``https``;
+- the response is parsed by ``httptools`` (llhttp); headers are limited to
+  :data:`MAX_HEADER_BYTES`, the body to the caller's ``max_bytes`` (a declared length over it
+  fails before the body is read);
+- a deadline covers connecting, sending and receiving. :class:`TransportError` says what
+  failed, and whether the request can have left (``unsent``: the connection never opened).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+
+IDLE_S = 15.0
+MAX_HEADER_BYTES = 65536
+MAX_IDLE_PER_ORIGIN = 64
+
+
+class TransportError(Exception):
+    """``reason``: ``CONNECTION_REFUSED``, ``CONNECT_TIMEOUT``, ``ENDPOINT_INVALID`` or
+    ``REQUEST_INVALID`` (all ``unsent``), ``TIMEOUT``, ``CONNECTION_LOST``, ``TOO_LARGE``,
+    ``INVALID_RESPONSE``. The executor client raises it too, for what it refuses in a response
+    it did receive (``CREDENTIAL_REFLECTED``, ``INVALID_RESPONSE``)."""
+
+    def __init__(self, reason: str, *, unsent: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.unsent = unsent
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    origin: tuple[str, str, int]
+    host_header: str
+    path: str
+
+
+def _target(url: str) -> _Target:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise TransportError("ENDPOINT_INVALID", unsent=True) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TransportError("ENDPOINT_INVALID", unsent=True)
+    default = 443 if parts.scheme == "https" else 80
+    host = parts.hostname
+    shown = f"[{host}]" if ":" in host else host
+    netloc = shown if port in (None, default) else f"{shown}:{port}"
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return _Target((parts.scheme, host, port or default), netloc, path)
+
+
+class _Connection(asyncio.Protocol):
+    """One connection; at most one exchange at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[Response] | None = None
+        self._limit = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._header_bytes = 0
+        self._body: list[bytes] = []
+        self._size = 0
+        self._until_eof = False
+        self.reusable = False
+
+    def begin(self, waiter: asyncio.Future[Response], limit: int) -> None:
+        self._waiter, self._limit = waiter, limit
+        self._reset()
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():
+            self.close()  # nobody asked: a confused or hostile server
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            self._fail(cause if isinstance(cause, TransportError) else _invalid())
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            self._fail(_invalid())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._until_eof and self._waiter is not None and not self._waiter.done():
+            self._finish()  # a body delimited by the end of the connection
+        else:
+            self._fail(TransportError("CONNECTION_LOST"))
+
+    # httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value) + 4
+        if self._header_bytes > MAX_HEADER_BYTES:
+            raise _invalid()
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        lengths = [v for n, v in self._headers if n.lower() == b"content-length"]
+        if 300 <= status < 400:
+            self._finish(redirect=True)
+            return
+        if lengths and lengths[0].strip().isdigit() and int(lengths[0]) > self._limit:
+            raise TransportError("TOO_LARGE")
+        chunked = any(n.lower() == b"transfer-encoding" for n, _ in self._headers)
+        self._until_eof = not lengths and not chunked and status not in (204, 304)
+        self.reusable = self._parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self._limit:
+            raise TransportError("TOO_LARGE")
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.reusable = self.reusable and self._parser.should_keep_alive()
+        self._finish()
+
+    # outcomes
+
+    def _finish(self, *, redirect: bool = False) -> None:
+        waiter, self._waiter = self._waiter, None
+        status = self._parser.get_status_code()
+        if redirect:
+            self.reusable = False
+        if waiter is not None and not waiter.done():
+            body = b"" if redirect else b"".join(self._body)
+            waiter.set_result(Response(status, tuple(self._headers), body))
+        if redirect:
+            self.close()
+
+    def _fail(self, error: TransportError) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+        self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _invalid() -> TransportError:
+    return TransportError("INVALID_RESPONSE")
+
+
+class Http1Client:
+    """Keep-alive connections per origin; :meth:`request` for one exchange."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._ssl = ssl_context
+        self._idle: dict[tuple[str, str, int], deque[_Connection]] = {}
+        self._targets: dict[str, _Target] = {}
+        self._closed = False
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+        *,
+        timeout_s: float,
+        max_bytes: int,
+    ) -> Response:
+        """One request and its response, within ``timeout_s`` in all; raises
+        :class:`TransportError` (cancellation propagates, and closes the connection)."""
+        target = self._targets.get(url)
+        if target is None:
+            target = _target(url)
+            if len(self._targets) < 1024:
+                self._targets[url] = target
+        head = _head(method, target, headers, body)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        conn = await self._connection(target, deadline)
+        waiter: asyncio.Future[Response] = loop.create_future()
+        conn.begin(waiter, max_bytes)
+        assert conn.transport is not None
+        conn.transport.write(head + body if body else head)
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await waiter
+        except TimeoutError:
+            conn.close()
+            raise TransportError("TIMEOUT") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._release(target.origin, conn, loop.time())
+        return response
+
+    async def _connection(self, target: _Target, deadline: float) -> _Connection:
+        idle = self._idle.get(target.origin)
+        now = asyncio.get_running_loop().time()
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and now - conn.idle_since < IDLE_S:
+                return conn
+            conn.close()
+        if self._closed:
+            raise TransportError("CONNECTION_REFUSED", unsent=True)
+        return await self._open(target, deadline)
+
+    async def _open(self, target: _Target, deadline: float) -> _Connection:
+        scheme, host, port = target.origin
+        context = None
+        if scheme == "https":
+            context = self._ssl or ssl.create_default_context()
+            self._ssl = context
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout_at(deadline):
+                _, conn = await loop.create_connection(
+                    _Connection, host, port, ssl=context, server_hostname=host if context else None
+                )
+        except TimeoutError:
+            raise TransportError("CONNECT_TIMEOUT", unsent=True) from None
+        except (OSError, ssl.SSLError, ValueError):
+            raise TransportError("CONNECTION_REFUSED", unsent=True) from None
+        return conn
+
+    def _release(self, origin: tuple[str, str, int], conn: _Connection, now: float) -> None:
+        if not conn.reusable or conn.closed or self._closed:
+            conn.close()
+            return
+        idle = self._idle.setdefault(origin, deque())
+        if len(idle) >= MAX_IDLE_PER_ORIGIN:
+            conn.close()
+            return
+        conn.idle_since = now
+        idle.append(conn)
+
+    async def close(self) -> None:
+        """Close every idle connection; later requests fail unsent."""
+        self._closed = True
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.close()
+        self._idle.clear()
+        await asyncio.sleep(0)  # let the transports close
+
+
+def _head(method: str, target: _Target, headers: list[tuple[str, str]], body: Any) -> bytes:
+    """The request line and headers; a header that could split the request (CR, LF, NUL) or is
+    not Latin-1 is refused before anything is sent (``REQUEST_INVALID``, unsent)."""
+    lines = [f"{method} {target.path} HTTP/1.1", f"Host: {target.host_header}"]
+    for name, value in headers:
+        if any(c in name or c in value for c in "\r\n\0") or ":" in name:
+            raise TransportError("REQUEST_INVALID", unsent=True)
+        lines.append(f"{name}: {value}")
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    try:
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError:
+        raise TransportError("REQUEST_INVALID", unsent=True) from None
