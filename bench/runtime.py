@@ -123,6 +123,8 @@ def bare_main(argv: list[str]) -> int:
     """``python -m bench.runtime bare [--host H] [--port P]``: the bare JSON handler."""
     from aiohttp import web
 
+    from seif.serve import run_loop
+
     parser = argparse.ArgumentParser(prog="python -m bench.runtime bare")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
@@ -148,7 +150,7 @@ def bare_main(argv: list[str]) -> int:
         finally:
             await runner.cleanup()
 
-    asyncio.run(serve())
+    run_loop(serve())  # the event loop `seif serve` runs on: the baseline must share it
     return 0
 
 

@@ -236,6 +236,10 @@ class Project:
     """tool id -> why a call of it needs approval, built once."""
     parameter_explanations: FrozenMap = _derived()
     """tool id -> the explanation of an argument refusal (its ``/parameters``), built once."""
+    approval_tools: frozenset[str] = _derived()
+    """The tools a call of which may need an approval in some profile (``approval:
+    "required"``, or a rule with a ``REQUIRE_APPROVAL`` condition): for any other tool the
+    approvals of a context cannot change a decision."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -284,6 +288,14 @@ class Project:
                 for i, t in enumerate(self.tools)
             ),
         )
+        conditional = {
+            r.tool
+            for p in self.profiles
+            for r in p.tool_rules
+            if any(c.then == "REQUIRE_APPROVAL" for c in r.conditions)
+        }
+        required = {t.id for t in self.tools if t.approval == "required"}
+        set_(self, "approval_tools", frozenset(conditional | required))
         set_(self, "tool_by_id", FrozenMap((t.id, t) for t in self.tools))
         set_(self, "profile_by_id", FrozenMap((p.id, p) for p in self.profiles))
         set_(self, "objective_by_id", FrozenMap((o.id, o) for o in self.objectives))

@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -17,6 +19,8 @@ from servers.app import create_app
 from servers.config import ConfigError
 from servers.datadir import DataDirLocked
 from servers.prepare import Prepared, prepare
+
+T = TypeVar("T")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -41,13 +45,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         warn(f"{args.data}: DATA_DIR_LOCKED: owned by pid {exc.pid} on host `{exc.host}`")
         return EXIT_LOCKED
     try:
-        asyncio.run(_serve(prepared, args.host, args.port))
+        run_loop(_serve(prepared, args.host, args.port))
     except OSError as exc:
         warn(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return EXIT_USAGE
     finally:
         prepared.data.close()
     return EXIT_OK
+
+
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run ``main`` on uvloop (libuv's event loop: the same asyncio API, less CPU per request)
+    where it is installed, else on asyncio's own loop."""
+    try:
+        import uvloop  # noqa: PLC0415 -- optional: not installed on Windows
+    except ImportError:  # asyncio's loop does the same, slower
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 class _WithheldDetails(logging.Filter):

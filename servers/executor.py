@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from policy.ir import Tool
-from policy.jsonvalue import iter_strings, thaw
+from policy.jsonvalue import iter_strings, thaw, unique_pairs
 from servers.http1 import Http1Client, Response, TransportError
 
 CONTRACT = "context-tool-executor.v1"
@@ -136,20 +136,11 @@ def new_transport() -> Http1Client:
 # --- response decoding ---------------------------------------------------------------------
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError("duplicate key")
-        out[k] = v
-    return out
-
-
 def _no_constant(_name: str) -> Any:
     raise ValueError("not a JSON number")
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_pairs, parse_constant=_no_constant)
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
@@ -346,4 +337,7 @@ class ExecutorClient:
         except TransportError as error:
             log.warning("executor %s %s: %s", binding.tool, suffix[1:], error.reason)
             raise
+        except Exception as error:  # a bug below us: the exchange's fate is unknown
+            log.error("executor %s %s: %s", binding.tool, suffix[1:], type(error).__name__)
+            raise TransportError("CLIENT_ERROR") from None
         return _reply(response, binding)

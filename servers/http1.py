@@ -105,8 +105,8 @@ class _Connection(asyncio.Protocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # any loop's stream transport (uvloop's are not asyncio.Transport subclasses)
+        self.transport = transport  # type: ignore[assignment]  # a write()-able stream transport
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None or self._waiter.done():
@@ -219,7 +219,8 @@ class Http1Client:
         conn = await self._connection(target, deadline)
         waiter: asyncio.Future[Response] = loop.create_future()
         conn.begin(waiter, max_bytes)
-        assert conn.transport is not None
+        if conn.transport is None:  # connection_made not called: the loop broke its contract
+            raise TransportError("CONNECTION_LOST")
         conn.transport.write(head + body if body else head)
         try:
             async with asyncio.timeout_at(deadline):

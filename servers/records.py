@@ -13,6 +13,8 @@ from typing import Any
 from policy import recorded
 from policy.decision import Decision
 from policy.disclosure import Disclosure, Omission
+from policy.explain import Explanation
+from servers.log_record import Fragment, fragment
 
 _ISO_SECOND: list[tuple[int, str]] = [(-1, "")]
 
@@ -93,6 +95,24 @@ def receipt(
     return body
 
 
+_FRAGMENTS_MAX = 4096
+_explained: dict[Explanation, Fragment] = {}
+_placed: dict[tuple[Any, ...], Fragment] = {}
+
+
+def _explanation(explanation: Explanation | None) -> Fragment | None:
+    """The ``explanation`` field, checked and encoded once per explanation (the engine's are
+    a few, built with the IR)."""
+    if explanation is None:
+        return None
+    found = _explained.get(explanation)
+    if found is None:
+        found = fragment("explanation", explanation.to_json())
+        if len(_explained) < _FRAGMENTS_MAX:
+            _explained[explanation] = found
+    return found
+
+
 def decision_fields(decision: Decision) -> dict[str, Any]:
     """A decision for the log: no argument values (error messages can quote them)."""
     out: dict[str, Any] = {
@@ -101,7 +121,7 @@ def decision_fields(decision: Decision) -> dict[str, Any]:
         "outcome": decision.outcome,
         "reason": decision.reason,
         "approvalRequired": decision.approval_required,
-        "explanation": decision.explanation.to_json() if decision.explanation else None,
+        "explanation": _explanation(decision.explanation),
     }
     if decision.fingerprint is not None:
         out["fingerprint"] = decision.fingerprint
@@ -110,8 +130,25 @@ def decision_fields(decision: Decision) -> dict[str, Any]:
     return out
 
 
+_COORDINATES = ("objective", "consumer", "environment", "deployment", "trace")
+
+
 def coordinates(row_coordinates: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        k: row_coordinates.get(k, "")
-        for k in ("objective", "consumer", "environment", "deployment", "trace")
-    }
+    return {k: row_coordinates.get(k, "") for k in _COORDINATES}
+
+
+def coordinates_field(row_coordinates: Mapping[str, Any]) -> Fragment | dict[str, Any]:
+    """The ``coordinates`` field of a record: a fragment encoded once per distinct value
+    (a context's records all carry the same), or the plain map when a value is not a
+    string."""
+    key = tuple(row_coordinates.get(k, "") for k in _COORDINATES)
+    found = _placed.get(key)
+    if found is not None:
+        return found
+    plain = dict(zip(_COORDINATES, key, strict=True))
+    if not all(type(v) is str for v in key):
+        return plain  # checked (and refused, if it must be) with the record
+    found = fragment("coordinates", plain)
+    if len(_placed) < _FRAGMENTS_MAX:
+        _placed[key] = found
+    return found

@@ -111,7 +111,7 @@ class Runtime:
             "build": self.build.digest,
             "environment": self.bindings.environment,
             "bindingRevision": self.bindings.revision,
-            "coordinates": records.coordinates(coords),
+            "coordinates": records.coordinates_field(coords),
             **fields,
         }
         if context_ref is not None:
@@ -221,7 +221,9 @@ class Runtime:
             decision = decide(self.ir, None, call, self.clock())
             return await self._denied(None, call, decision, {})
         intents = self.store.intents(row.context_ref)
-        approvals = self.store.approvals(row.context_ref)
+        approvals = (  # for other tools the context's approvals cannot change the decision
+            self.store.approvals(row.context_ref) if call.tool in self.ir.approval_tools else []
+        )
         now = self.clock()
         decision = decide(self.ir, self.state_of(row, intents, approvals), call, now)
         if decision.outcome == DUPLICATE:

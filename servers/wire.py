@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from policy.jsonvalue import iter_strings
+from policy.jsonvalue import DuplicateKey, iter_strings, unique_pairs
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ID_LENGTH = 256
@@ -56,15 +56,6 @@ def bad_request(message: str, code: str = "BAD_REQUEST") -> HttpError:
     return HttpError(400, code, message)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise bad_request(f"key `{k[:64]}` appears more than once")
-        out[k] = v
-    return out
-
-
 def _no_constant(name: str) -> Any:
     raise bad_request(f"`{name}` is not a JSON number")
 
@@ -77,7 +68,7 @@ def _finite(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(
-    object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite
+    object_pairs_hook=unique_pairs, parse_constant=_no_constant, parse_float=_finite
 )
 """What ``json.loads(text, object_pairs_hook=..., ...)`` uses, made once."""
 
@@ -94,6 +85,8 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     try:
         text = data.decode("utf-8")
         value = _DECODER.decode(text)
+    except DuplicateKey as exc:
+        raise bad_request(str(exc)) from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise bad_request("the body is not a UTF-8 JSON document") from None
     if not isinstance(value, dict):

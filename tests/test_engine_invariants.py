@@ -18,6 +18,7 @@ from strategies import COORDINATES, all_ready, argument_pools, observations, pro
 
 from compiler import compile_project
 from policy import ALLOW, DENY, Call, ContextState, Decision, Project, decide, disclose
+from policy.jsonvalue import EMPTY_MAP
 from policy.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS, fingerprint
 
 SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
@@ -189,10 +190,16 @@ def test_unrelated_state_does_not_change_a_decision(walk: Walk, data: st.DataObj
         assert decide(walk.ir, extra, call, now) == decision
 
 
-def _errors_sorted(decision: Decision) -> Decision:
-    return replace(
-        decision, errors=tuple(sorted(decision.errors, key=lambda e: (e.pointer, e.keyword)))
-    )
+@SOME
+@given(walk=walks())
+def test_approvals_matter_only_for_tools_that_may_need_one(walk: Walk) -> None:
+    """The runtime reads a context's approvals only for ``ir.approval_tools``: for any other
+    tool, a state without approvals decides the same."""
+    needing = {t.id for t in walk.ir.tools if t.approval == "required"}
+    assert needing <= walk.ir.approval_tools
+    for state, call, decision, now in walk.seen:
+        if call.tool not in walk.ir.approval_tools:
+            assert decide(walk.ir, replace(state, approvals=EMPTY_MAP), call, now) == decision
 
 
 @SOME

@@ -348,6 +348,15 @@ def test_lone_surrogates_are_400(target: Target, route: str) -> None:
         assert status == 400 and b"OBJECTIVE_UNKNOWN" in raw
 
 
+@pytest.mark.parametrize("route", sorted(SURROGATE_BODIES))
+def test_duplicate_keys_are_400_naming_the_key(target: Target, route: str) -> None:
+    body = b'{"objective": "learner", "nested": {"k": 1, "k": 2}}'
+    status, got, raw = send(target, route, body, auth_for(route))
+    assert status == 400, raw
+    error = check(status, got, raw)["error"]
+    assert error["code"] == "BAD_REQUEST" and "`k` appears more than once" in error["message"]
+
+
 def test_undecodable_approval_headers(target: Target) -> None:
     pending = "/v1/context/tools/pending"
     status, got, raw = send(target, pending, b"", {"x-seif-tool-approval": b"\x80\xff"}, "GET")
