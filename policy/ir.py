@@ -236,6 +236,8 @@ class Project:
     """tool id -> why a call of it needs approval, built once."""
     parameter_explanations: FrozenMap = _derived()
     """tool id -> the explanation of an argument refusal (its ``/parameters``), built once."""
+    candidate_tools: FrozenMap = _derived()
+    """objective id -> the tools its profile includes (the ones a resolution observes)."""
     approval_tools: frozenset[str] = _derived()
     """The tools a call of which may need an approval in some profile (``approval:
     "required"``, or a rule with a ``REQUIRE_APPROVAL`` condition): for any other tool the
@@ -296,6 +298,12 @@ class Project:
         }
         required = {t.id for t in self.tools if t.approval == "required"}
         set_(self, "approval_tools", frozenset(conditional | required))
+        rules = {p.id: p.tool_rules for p in self.profiles}
+        included = {
+            o.id: tuple(r.tool for r in rules.get(o.profile, ()) if r.participation == "include")
+            for o in self.objectives
+        }
+        set_(self, "candidate_tools", FrozenMap(included))
         set_(self, "tool_by_id", FrozenMap((t.id, t) for t in self.tools))
         set_(self, "profile_by_id", FrozenMap((p.id, p) for p in self.profiles))
         set_(self, "objective_by_id", FrozenMap((o.id, o) for o in self.objectives))

@@ -91,16 +91,18 @@ def plain(value: Any, keys_are_ids: bool = False) -> bool:
     ``int``, ``bool``, ``None``, finite ``float``, string-keyed maps and lists, and has no
     forbidden key, so that :func:`record_fields_allowed` and ``canonical_cbor`` would both
     accept it. False decides nothing: the exact checks run then."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if type(key) is not str or not (keys_are_ids or _allowed_key(key)):
-                return False
-            if not _plain_item(item, not keys_are_ids and key in _ID_KEYED):
-                return False
-        return True
-    if isinstance(value, (list, tuple)):
+    kind = type(value)
+    if kind is list or kind is tuple:
         return all(_plain_item(item, False) for item in value)
-    return False
+    if kind is not dict and not isinstance(value, Mapping):  # the ABC check only when needed
+        return False
+    allowed = _ALLOWED_KEYS
+    for key, item in value.items():
+        if type(key) is not str or not (keys_are_ids or key in allowed or _allowed_key(key)):
+            return False
+        if not _plain_item(item, not keys_are_ids and key in _ID_KEYED):
+            return False
+    return True
 
 
 def _plain_item(item: Any, keys_are_ids: bool) -> bool:

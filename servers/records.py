@@ -15,6 +15,7 @@ from policy.decision import Decision
 from policy.disclosure import Disclosure, Omission
 from policy.explain import Explanation
 from servers.log_record import Fragment, fragment
+from servers.runtime_types import Pending
 
 _ISO_SECOND: list[tuple[int, str]] = [(-1, "")]
 
@@ -152,3 +153,16 @@ def coordinates_field(row_coordinates: Mapping[str, Any]) -> Fragment | dict[str
     if len(_placed) < _FRAGMENTS_MAX:
         _placed[key] = found
     return found
+
+
+def pending_call(item: Pending, *, context_expires_at: int) -> dict[str, Any]:
+    """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it."""
+    return {
+        "contextRef": item.context_ref,
+        "tool": item.tool,
+        "callId": item.call_id,
+        "arguments": item.arguments,
+        "reason": item.reason,
+        "requestedAt": iso(item.requested_at),
+        "contextExpiresAt": iso(context_expires_at),
+    }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,11 +25,13 @@ from servers.config import Bindings
 from servers.decision_log import DecisionLog, Prepared, prepare
 from servers.executor import ExecutorClient, execute_body, idempotency_key
 from servers.resolved import ResolvedCache
-from servers.runtime_types import Pending, Seen
+from servers.runtime_types import Pending, Seen, keep
 from servers.store import ApprovalRow, ContextRow, IntentRow, Store
 from servers.wire import HttpError
 
 Clock = Callable[[], int]
+
+
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
 
 
@@ -43,7 +45,9 @@ class Runtime:
     fingerprint_key: bytes
     clock: Clock
     _describe: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
-    _disclosures: dict[str, Disclosure] = field(default_factory=dict)
+    _disclosed: dict[str, Disclosure] = field(default_factory=dict)
+    """Disclosures of contexts just resolved, until their state is first built."""
+    _states: dict[str, ContextState] = field(default_factory=dict)
     _resolved: ResolvedCache = field(default_factory=ResolvedCache)
     _inflight: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
@@ -76,17 +80,11 @@ class Runtime:
             running.add_done_callback(forget)
         return running
 
-    async def observe_all(self, tool_ids: list[str]) -> dict[str, dict[str, Any]]:
-        # shielded futures, no task per tool: a cancelled caller leaves the shared requests be
-        found = await asyncio.gather(*(asyncio.shield(self._observing(t)) for t in tool_ids))
-        return dict(zip(tool_ids, found, strict=True))
-
-    def candidates(self, objective: str) -> list[str]:
-        chosen = self.ir.objective_by_id.get(objective)
-        if chosen is None:
-            return []
-        profile = self.ir.profile_by_id[chosen.profile]
-        return [r.tool for r in profile.tool_rules if r.participation == "include"]
+    async def observe_all(self, tool_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        # every refresh is started (or joined) first, then each awaited through a shield: no
+        # task per tool, and a cancelled caller leaves the shared requests be
+        running = [(tool_id, self._observing(tool_id)) for tool_id in tool_ids]
+        return {tool_id: await asyncio.shield(found) for tool_id, found in running}
 
     # ------------------------------------------------------------------ logging
 
@@ -97,10 +95,10 @@ class Runtime:
         await self.log.append_async(record)  # written and fsynced (grouped) off the loop
 
     def _prepared(
-        self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
+        self, event: str, ref: str | None, coords: Mapping[str, Any], **kw: Any
     ) -> Prepared:
         """A record checked now, for the store to log right after its write commits."""
-        return prepare(self._record(event, context_ref, coords, **fields))
+        return prepare(self._record(event, ref, coords, **kw))
 
     def _record(
         self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
@@ -125,7 +123,7 @@ class Runtime:
         objective = request["objective"]
         coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
         coords["trace"] = request.get("traceId") or ""
-        observations = await self.observe_all(self.candidates(objective))
+        observations = await self.observe_all(self.ir.candidate_tools.get(objective, ()))
         now = self.clock()
         found = self._resolved.get(self.ir, objective, observations, coords)
         disclosure = found.disclosure
@@ -169,7 +167,7 @@ class Runtime:
             turn_id=turn_id,
         )
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
-        self._disclosures[context_ref] = disclosure
+        keep(self._disclosed, context_ref, disclosure)
         return found.body(context_ref=context_ref, build=self.build.digest, expires_at=expires_at)
 
     # ------------------------------------------------------------------ state
@@ -180,12 +178,26 @@ class Runtime:
 
     def disclosure_of(self, row: ContextRow) -> Disclosure:
         """The context's disclosure, recomputed from its recorded observations (pure, so equal
-        to what was disclosed) after a restart, cached otherwise."""
-        found = self._disclosures.get(row.context_ref)
+        to what was disclosed) after a restart or an eviction, cached otherwise."""
+        return self._resolved_state(row).disclosure
+
+    def _resolved_state(self, row: ContextRow) -> ContextState:
+        """The context as resolved, before any call: immutable, so kept (at most
+        :data:`~servers.runtime_types.KEPT` of them, the oldest dropped first)."""
+        found = self._states.get(row.context_ref)
         if found is None:
-            observations = thaw(decode_canonical_cbor(row.observations))
-            found = disclose(self.ir, row.objective, observations, context=row.coordinates)
-            self._disclosures[row.context_ref] = found
+            disclosure = self._disclosed.pop(row.context_ref, None)
+            if disclosure is None:
+                observations = thaw(decode_canonical_cbor(row.observations))
+                disclosure = disclose(self.ir, row.objective, observations, context=row.coordinates)
+            found = ContextState(
+                context_ref=row.context_ref,
+                disclosure=disclosure,
+                expires_at=row.expires_at,
+                coordinates=disclosure_context(row.objective, row.coordinates),
+                fingerprint_key=self.fingerprint_key,
+            )
+            keep(self._states, row.context_ref, found)
         return found
 
     def state_of(
@@ -196,13 +208,7 @@ class Runtime:
     ) -> ContextState:
         """The engine's view of a stored context: as resolved, plus its intents and approvals."""
         intents = self.store.intents(row.context_ref) if intents is None else intents
-        base = ContextState(
-            context_ref=row.context_ref,
-            disclosure=self.disclosure_of(row),
-            expires_at=row.expires_at,
-            coordinates=disclosure_context(row.objective, row.coordinates),
-            fingerprint_key=self.fingerprint_key,
-        )
+        base = self._resolved_state(row)
         if approvals is None:
             approvals = self.store.approvals(row.context_ref)
         return with_history(base, intents, approvals)
@@ -445,8 +451,7 @@ class Runtime:
             expires_at=approval.expires_at,
             approver_id=approver,
         )
-        await self.store.save_approval_async(stored)
-        await self._log(
+        approved = self._prepared(
             "APPROVED",
             row.context_ref,
             row.coordinates,
@@ -457,6 +462,7 @@ class Runtime:
             approvalId=approval_id,
             expiresAt=approval.expires_at,
         )
+        await self.store.save_approval_async(stored, record=approved)  # saved, then logged
         return {"approvalId": approval_id, "expiresAt": records.iso(approval.expires_at)}
 
     def pending_calls(self) -> list[dict[str, Any]]:
@@ -470,17 +476,7 @@ class Runtime:
             if row is None or now >= row.expires_at or dispatched:
                 self.pending.pop(key, None)
                 continue
-            out.append(
-                {
-                    "contextRef": item.context_ref,
-                    "tool": item.tool,
-                    "callId": item.call_id,
-                    "arguments": item.arguments,
-                    "reason": item.reason,
-                    "requestedAt": records.iso(item.requested_at),
-                    "contextExpiresAt": records.iso(row.expires_at),
-                }
-            )
+            out.append(records.pending_call(item, context_expires_at=row.expires_at))
         return out
 
     async def report(self, request: Mapping[str, Any]) -> None:

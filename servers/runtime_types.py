@@ -1,4 +1,4 @@
-"""Plain records of the runtime's service layer (``servers.runtime``)."""
+"""Plain records of the runtime's service layer (``servers.runtime``) and its bounded caches."""
 
 from __future__ import annotations
 
@@ -27,3 +27,15 @@ class Pending:
     arguments: Any
     reason: str
     requested_at: int
+
+
+KEPT = 4096
+"""Entries of the runtime's in-memory caches of immutable values (the rest is rebuilt from the
+store)."""
+
+
+def keep(cache: dict[str, Any], key: str, value: Any) -> None:
+    """Insert, dropping the oldest entry when full (dicts keep insertion order)."""
+    if len(cache) >= KEPT:
+        del cache[next(iter(cache))]
+    cache[key] = value

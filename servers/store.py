@@ -17,18 +17,17 @@ Nothing here holds raw arguments, outputs, approval reasons or secrets (``server
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from policy.canonical import canonical_json, decode_canonical_cbor
+from servers import store_jobs as jobs
 from servers.decision_log import DecisionLog, Prepared
 from servers.store_rows import (
     APPROVAL_COLUMNS,
@@ -51,19 +50,15 @@ from servers.store_rows import (
     StoreError,
     TurnRow,
     approval_row,
-    check_fingerprint,
     check_id,
     check_ms,
-    check_reason,
     context_row,
-    insert_row,
     intent_row,
     row_fields,
 )
 from servers.store_writer import GroupWriter, WriterClosed
 
 T = TypeVar("T")
-Selector = Callable[[Any], Prepared | None]
 __all__ = [
     "PENDING",
     "SUCCEEDED",
@@ -148,7 +143,7 @@ class Store:
         self._log = log
 
     async def _run(
-        self, job: Callable[[sqlite3.Connection], T], record: Selector | None = None
+        self, job: Callable[[sqlite3.Connection], T], record: jobs.Selector | None = None
     ) -> T:
         """:meth:`_call` for an event loop; ``record(result)``, if given, is appended to the
         attached log after the commit, before this returns (one hand-off for both)."""
@@ -193,11 +188,11 @@ class Store:
 
     def save_context(self, row: ContextRow) -> None:
         """Record a resolved context; a contextRef is saved once (:class:`StoreError`)."""
-        self._call(_context_job(row))
+        self._call(jobs.context_job(row))
 
     async def save_context_async(self, row: ContextRow, *, record: Prepared | None = None) -> None:
         """:meth:`save_context` for an event loop; ``record`` is logged once it is saved."""
-        await self._run(_context_job(row), None if record is None else _always(record))
+        await self._run(jobs.context_job(row), None if record is None else jobs.always(record))
 
     def context(self, context_ref: str) -> ContextRow | None:
         found = self._contexts.get(context_ref)
@@ -249,8 +244,8 @@ class Store:
         another process holds the write lock for longer than the busy timeout,
         ``sqlite3.OperationalError`` is raised.
         """
-        row = _pending(context_ref, call_id, tool, fingerprint, now_ms)
-        return self._call(lambda db: _begin(db, row, decide, seen))
+        row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
+        return self._call(lambda db: jobs.begin(db, row, decide, seen))
 
     async def begin_intent_async(
         self,
@@ -266,16 +261,16 @@ class Store:
     ) -> Claim:
         """:meth:`begin_intent` for an event loop: the claim once the intent is committed;
         ``record`` is logged if, and once, the intent was inserted."""
-        row = _pending(context_ref, call_id, tool, fingerprint, now_ms)
-        selector = None if record is None else _if_inserted(record)
-        return await self._run(lambda db: _begin(db, row, decide, seen), selector)
+        row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
+        selector = None if record is None else jobs.if_inserted(record)
+        return await self._run(lambda db: jobs.begin(db, row, decide, seen), selector)
 
     def complete_intent(
         self, context_ref: str, call_id: str, status: str, reason: str | None, now_ms: int
     ) -> bool:
         """Make a ``PENDING`` intent final. A final status is never overwritten: completing
         twice is a no-op that returns False. An unknown intent is a :class:`StoreError`."""
-        return self._call(_complete_job(context_ref, call_id, status, reason, now_ms))
+        return self._call(jobs.complete_job(context_ref, call_id, status, reason, now_ms))
 
     async def complete_intent_async(
         self,
@@ -288,17 +283,19 @@ class Store:
         record: Prepared | None = None,
     ) -> bool:
         """:meth:`complete_intent` for an event loop; ``record`` is logged once it is done."""
-        job = _complete_job(context_ref, call_id, status, reason, now_ms)
-        return await self._run(job, None if record is None else _always(record))
+        job = jobs.complete_job(context_ref, call_id, status, reason, now_ms)
+        return await self._run(job, None if record is None else jobs.always(record))
 
     # approvals
 
     def save_approval(self, row: ApprovalRow) -> None:
-        self._call(_approval_job(row))
+        self._call(jobs.approval_job(row))
 
-    async def save_approval_async(self, row: ApprovalRow) -> None:
-        """:meth:`save_approval` for an event loop."""
-        await self._run(_approval_job(row))
+    async def save_approval_async(
+        self, row: ApprovalRow, *, record: Prepared | None = None
+    ) -> None:
+        """:meth:`save_approval` for an event loop; ``record`` is logged once it is saved."""
+        await self._run(jobs.approval_job(row), None if record is None else jobs.always(record))
 
     def approvals(self, context_ref: str) -> list[ApprovalRow]:
         sql = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE context_ref = ? ORDER BY rowid"
@@ -312,7 +309,7 @@ class Store:
         check_ms("expires_at", row.expires_at)
         if row.outcome is not None and row.outcome not in TURN_OUTCOMES:
             raise ValueError(f"outcome must be one of {sorted(TURN_OUTCOMES)} or None")
-        self._call(lambda db: _insert_once(db, "turns", row, f"turn `{row.turn_id}` exists"))
+        self._call(lambda db: jobs.insert_once(db, "turns", row, f"turn `{row.turn_id}` exists"))
 
     def turn(self, turn_id: str) -> TurnRow | None:
         rows = self._query("SELECT * FROM turns WHERE turn_id = ?", (turn_id,))
@@ -322,7 +319,7 @@ class Store:
         """Record a turn's outcome once; a second completion is a no-op that returns False."""
         if outcome not in TURN_OUTCOMES:
             raise ValueError(f"outcome must be one of {sorted(TURN_OUTCOMES)}")
-        return self._call(lambda db: _complete_turn(db, turn_id, outcome))
+        return self._call(lambda db: jobs.complete_turn(db, turn_id, outcome))
 
     def close(self) -> None:
         """Commit what is queued, then close every connection. Idempotent."""
@@ -335,143 +332,6 @@ class Store:
         for db in readers:
             db.close()
         self._db.close()
-
-
-# the writes, checked in the caller's thread; each job writes with one statement, after every
-# check that may raise, so that a job that raises has written nothing
-
-
-def _always(record: Prepared) -> Selector:
-    return lambda _result: record
-
-
-def _if_inserted(record: Prepared) -> Selector:
-    return lambda claim: record if claim[0] else None
-
-
-def _pending(context_ref: str, call_id: str, tool: str, fingerprint: str, now: int) -> IntentRow:
-    check_id("context_ref", context_ref)
-    check_id("call_id", call_id)
-    check_id("tool", tool)
-    check_fingerprint(fingerprint)
-    check_ms("now_ms", now)
-    return IntentRow(
-        context_ref=context_ref,
-        call_id=call_id,
-        tool=tool,
-        fingerprint=fingerprint,
-        status=PENDING,
-        created_at=now,
-    )
-
-
-_CANONICAL_OBSERVATIONS: dict[bytes, None] = {}
-_STRING = json.JSONEncoder(ensure_ascii=False).encode  # what ``canonical_json`` writes a str as
-
-
-def _coordinates_json(coordinates: Mapping[str, Any]) -> str:
-    """``canonical_json`` of the coordinates; directly for a map of strings with ASCII keys
-    (whose UTF-16 order, which JCS sorts by, is their plain order)."""
-    if all(type(k) is str and k.isascii() and type(v) is str for k, v in coordinates.items()):
-        items = sorted(coordinates.items())
-        return "{" + ",".join(f"{_STRING(k)}:{_STRING(v)}" for k, v in items) + "}"
-    return canonical_json(coordinates)
-
-
-"""Observations already found canonical (a pure check; resolves repeat the same few)."""
-
-
-def _context_job(row: ContextRow) -> Callable[[sqlite3.Connection], None]:
-    check_id("context_ref", row.context_ref)
-    check_ms("resolved_at", row.resolved_at)
-    check_ms("expires_at", row.expires_at)
-    if row.observations not in _CANONICAL_OBSERVATIONS:
-        decode_canonical_cbor(row.observations)  # EncodingError unless canonical CBOR
-        if len(_CANONICAL_OBSERVATIONS) >= 256:
-            _CANONICAL_OBSERVATIONS.clear()
-        _CANONICAL_OBSERVATIONS[row.observations] = None
-    coordinates = _coordinates_json(row.coordinates)
-    exists = f"context `{row.context_ref}` exists"
-    return lambda db: _insert_once(db, "contexts", row, exists, coordinates=coordinates)
-
-
-def _complete_job(
-    context_ref: str, call_id: str, status: str, reason: str | None, now_ms: int
-) -> Callable[[sqlite3.Connection], bool]:
-    if status not in FINAL_STATUSES:
-        raise ValueError(f"status must be one of {sorted(FINAL_STATUSES)}, not `{status}`")
-    check_reason(reason)
-    check_ms("now_ms", now_ms)
-    return lambda db: _complete(db, context_ref, call_id, status, reason, now_ms)
-
-
-def _approval_job(row: ApprovalRow) -> Callable[[sqlite3.Connection], None]:
-    check_id("approval_id", row.approval_id)
-    check_id("context_ref", row.context_ref)
-    check_id("tool", row.tool)
-    check_id("call_id", row.call_id)
-    check_fingerprint(row.fingerprint)
-    check_ms("expires_at", row.expires_at)
-    exists = f"approval `{row.approval_id}` exists"
-    return lambda db: _insert_once(db, "approvals", row, exists)
-
-
-def _begin(
-    db: sqlite3.Connection,
-    row: IntentRow,
-    decide: Callable[[list[IntentRow]], bool],
-    seen: list[IntentRow] | None,
-) -> Claim:
-    intents = [intent_row(r) for r in db.execute(INTENTS_OF_CONTEXT, (row.context_ref,))]
-    allowed = (seen is not None and intents == seen) or decide(list(intents))
-    existing = next((i for i in intents if i.call_id == row.call_id), None)
-    if existing is not None:
-        return Claim(False, existing)
-    if not allowed:
-        return Claim(False, None)
-    insert_row(db, "intents", row)
-    return Claim(True, row)
-
-
-def _complete(
-    db: sqlite3.Connection,
-    context_ref: str,
-    call_id: str,
-    status: str,
-    reason: str | None,
-    now_ms: int,
-) -> bool:
-    changed = db.execute(
-        "UPDATE intents SET status = ?, reason = ?, completed_at = ?"
-        " WHERE context_ref = ? AND call_id = ? AND status = ?",
-        (status, reason, now_ms, context_ref, call_id, PENDING),
-    ).rowcount
-    if changed:
-        return True
-    found = db.execute(
-        "SELECT 1 FROM intents WHERE context_ref = ? AND call_id = ?", (context_ref, call_id)
-    ).fetchone()
-    if found is None:
-        raise StoreError(f"no intent `{call_id}` in context `{context_ref}`")
-    return False
-
-
-def _complete_turn(db: sqlite3.Connection, turn_id: str, outcome: str) -> bool:
-    changed = db.execute(
-        "UPDATE turns SET outcome = ? WHERE turn_id = ? AND outcome IS NULL", (outcome, turn_id)
-    ).rowcount
-    if db.execute("SELECT 1 FROM turns WHERE turn_id = ?", (turn_id,)).fetchone() is None:
-        raise StoreError(f"no turn `{turn_id}`")
-    return changed > 0
-
-
-def _insert_once(
-    db: sqlite3.Connection, table: str, row: Any, exists: str, **encoded: object
-) -> None:
-    try:
-        insert_row(db, table, row, **encoded)
-    except sqlite3.IntegrityError:
-        raise StoreError(exists) from None
 
 
 def _recover(db: sqlite3.Connection, now_ms: int) -> tuple[IntentRow, ...]:

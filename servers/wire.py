@@ -77,11 +77,12 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object: 413 past the size limit, 400 for anything else."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
-    data = bytearray()
-    async for chunk in request.content.iter_chunked(65536):
-        data += chunk
-        if len(data) > MAX_BODY_BYTES:
-            raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    try:  # one read; the application's client_max_size is MAX_BODY_BYTES (chunked bodies too)
+        data = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes") from None
+    if len(data) > MAX_BODY_BYTES:  # an application built with a larger client_max_size
+        raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
     try:
         text = data.decode("utf-8")
         value = _DECODER.decode(text)
