@@ -26,6 +26,7 @@ import asyncio
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -40,6 +41,11 @@ Logged = tuple[DecisionLog, Callable[[Any], Prepared | None]]
 _Item = tuple[Job, handoff.Waiter, Logged | None]
 
 MAX_BATCH = 256
+LINGER_S = 0.0005
+"""Group-commit delay: after a batch of more than one write, the next batch waits this long
+for more writes before it commits (a lone write never waits). Under load, fewer and larger
+commits cost far less CPU per write (fewer fsyncs and thread wake-ups) for half a millisecond
+of latency; at a low rate nothing changes."""
 
 
 class WriterClosed(RuntimeError):
@@ -50,9 +56,12 @@ class GroupWriter:
     """The single writer of one SQLite connection (opened with ``isolation_level=None`` and
     ``check_same_thread=False``). The thread starts with the first job queued."""
 
-    def __init__(self, db: sqlite3.Connection, *, name: str = "store-writer") -> None:
+    def __init__(
+        self, db: sqlite3.Connection, *, name: str = "store-writer", linger_s: float = LINGER_S
+    ) -> None:
         self._db = db
         self._name = name
+        self._linger_s = linger_s
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -92,7 +101,10 @@ class GroupWriter:
                 raise WriterClosed("the store is closed")
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=_serve, args=(self._db, self._queue), name=self._name, daemon=True
+                    target=_serve,
+                    args=(self._db, self._queue, self._linger_s),
+                    name=self._name,
+                    daemon=True,
                 )
                 self._thread.start()
             self._queue.put(item)
@@ -113,24 +125,36 @@ class GroupWriter:
         self._queue.put(None)
 
 
-def _serve(db: sqlite3.Connection, jobs: queue.SimpleQueue[_Item | None]) -> None:
+def _serve(db: sqlite3.Connection, jobs: queue.SimpleQueue[_Item | None], linger_s: float) -> None:
+    lone = True
     while True:
         first = jobs.get()
         if first is None:
             return
-        batch, stop = [first], False
-        while len(batch) < MAX_BATCH:
-            try:
-                item = jobs.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                stop = True
-                break
-            batch.append(item)
+        batch, stop = _gather(first, jobs, 0.0 if lone else linger_s)
+        lone = len(batch) == 1  # writes come one at a time: the next batch does not wait
         _run_batch(db, batch)
         if stop:
             return
+
+
+def _gather(
+    first: _Item, jobs: queue.SimpleQueue[_Item | None], linger_s: float
+) -> tuple[list[_Item], bool]:
+    """The batch that starts with ``first``: what is queued, plus what arrives within
+    ``linger_s`` (group-commit delay); and whether the writer was told to stop."""
+    batch = [first]
+    deadline = time.monotonic() + linger_s
+    while len(batch) < MAX_BATCH:
+        remaining = deadline - time.monotonic()
+        try:
+            item = jobs.get(timeout=remaining) if remaining > 0 else jobs.get_nowait()
+        except queue.Empty:
+            break
+        if item is None:
+            return batch, True
+        batch.append(item)
+    return batch, False
 
 
 def _run_batch(db: sqlite3.Connection, batch: list[_Item]) -> None:

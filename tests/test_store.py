@@ -652,3 +652,40 @@ def test_claims_fail_when_another_process_holds_the_write_lock(tmp_path: Path) -
         holder.close()
     assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
     store.close()
+
+
+def test_group_commit_waits_only_after_a_batch_of_several(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone write commits at once; after a batch of several, the next batch waits up to
+    ``linger_s`` for more writes (group-commit delay)."""
+    from servers import store_writer
+
+    sizes: list[int] = []
+    real = store_writer._run_batch
+
+    def counting(db: sqlite3.Connection, batch: list[object]) -> None:
+        sizes.append(len(batch))
+        real(db, batch)  # type: ignore[arg-type]  # the writer's own items, passed through
+
+    monkeypatch.setattr(store_writer, "_run_batch", counting)
+    db = sqlite3.connect(str(tmp_path / "w.sqlite"), isolation_level=None, check_same_thread=False)
+    writer = store_writer.GroupWriter(db, linger_s=0.3)
+    try:
+        started = time.monotonic()
+        writer.call(lambda db: None)
+        assert time.monotonic() - started < 0.25 and sizes == [1]  # lone: no wait
+        gate = threading.Event()
+        writer.submit(lambda db: gate.wait())  # holds the writer while two more queue up
+        pending = [writer.submit(lambda db: None) for _ in range(2)]
+        gate.set()
+        for f in pending:
+            f.result()
+        first = writer.submit(lambda db: None)
+        time.sleep(0.05)
+        second = writer.submit(lambda db: None)
+        first.result(), second.result()
+        assert sizes[-1] == 2  # the two arrived 50 ms apart and shared one commit
+    finally:
+        writer.close()
+        db.close()
