@@ -657,8 +657,8 @@ def test_claims_fail_when_another_process_holds_the_write_lock(tmp_path: Path) -
 def test_group_commit_waits_only_after_a_batch_of_several(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A lone write commits at once; after a batch of several, the next batch waits up to
-    ``linger_s`` for more writes (group-commit delay)."""
+    """A write after a quiet spell commits at once; while writes come busily, a batch waits
+    up to ``linger_s`` for more (group-commit delay)."""
     from servers import store_writer
 
     sizes: list[int] = []
@@ -671,17 +671,16 @@ def test_group_commit_waits_only_after_a_batch_of_several(
     monkeypatch.setattr(store_writer, "_run_batch", counting)
     db = sqlite3.connect(str(tmp_path / "w.sqlite"), isolation_level=None, check_same_thread=False)
     writer = store_writer.GroupWriter(db, linger_s=0.3)
+    monkeypatch.setattr(store_writer, "BUSY_S", 0.2)
     try:
         started = time.monotonic()
         writer.call(lambda db: None)
-        assert time.monotonic() - started < 0.25 and sizes == [1]  # lone: no wait
-        gate = threading.Event()
-        writer.submit(lambda db: gate.wait())  # holds the writer while two more queue up
-        pending = [writer.submit(lambda db: None) for _ in range(2)]
-        gate.set()
-        for f in pending:
-            f.result()
-        first = writer.submit(lambda db: None)
+        assert time.monotonic() - started < 0.25 and sizes == [1]  # the first: no wait
+        time.sleep(0.25)
+        started = time.monotonic()
+        writer.call(lambda db: None)
+        assert time.monotonic() - started < 0.25 and sizes == [1, 1]  # after a quiet spell
+        first = writer.submit(lambda db: None)  # busy now: this batch waits for more
         time.sleep(0.05)
         second = writer.submit(lambda db: None)
         first.result(), second.result()
