@@ -39,8 +39,13 @@ class FrozenMap(dict[str, Any]):
 EMPTY_MAP = FrozenMap()
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def freeze(value: JsonValue) -> JsonValue:
     """Return ``value`` with every object frozen and every array a tuple."""
+    if type(value) in _SCALARS:  # the common leaves, before any ABC check
+        return value
     if isinstance(value, Mapping):
         return FrozenMap((k, freeze(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
