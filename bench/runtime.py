@@ -1080,7 +1080,7 @@ SUMMARY_LOOP = (
     ("loop: ExecutorClient.describe", "servers/executor.py", "describe"),
     ("loop: Runtime.resolve", "servers/runtime.py", "resolve"),
     ("loop:   disclose", "policy/disclosure.py", "disclose"),
-    ("loop:   Runtime.observe_all (describe refresh)", "servers/runtime.py", "observe_all"),
+    ("loop:   Observer.observe_all (describe refresh)", "servers/observing.py", "observe_all"),
     ("loop: json_response (encode)", "servers/wire.py", "json_response"),
     ("loop: canonical_cbor", "policy/canonical.py", "canonical_cbor"),
     ("loop: record_fields_allowed", "servers/decision_log.py", "record_fields_allowed"),

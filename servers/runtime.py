@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,8 +24,9 @@ from servers import records
 from servers.config import Bindings
 from servers.decision_log import DecisionLog, Prepared, prepare
 from servers.executor import ExecutorClient, execute_body, idempotency_key
+from servers.observing import Observer
 from servers.resolved import ResolvedCache
-from servers.runtime_types import Pending, Seen, keep
+from servers.runtime_types import IntentsView, Pending, Seen, keep
 from servers.store import ApprovalRow, ContextRow, IntentRow, Store
 from servers.wire import HttpError
 
@@ -44,47 +45,26 @@ class Runtime:
     client: ExecutorClient
     fingerprint_key: bytes
     clock: Clock
-    _describe: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     _disclosed: dict[str, Disclosure] = field(default_factory=dict)
     """Disclosures of contexts just resolved, until their state is first built."""
     _states: dict[str, ContextState] = field(default_factory=dict)
+    _intents: IntentsView = field(default_factory=IntentsView)
     _resolved: ResolvedCache = field(default_factory=ResolvedCache)
     _inflight: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _observer: Observer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._observer = Observer(self.bindings, self.client)
 
     @property
     def ir(self) -> Project:
         return self.build.project
 
-    # ------------------------------------------------------------------ observations
-
     async def observe(self, tool_id: str) -> dict[str, Any]:
         """The tool's availability now; concurrent refreshes of one tool share one request."""
-        return await asyncio.shield(self._observing(tool_id))
-
-    def _observing(self, tool_id: str) -> asyncio.Future[dict[str, Any]]:
-        binding = self.bindings.tools.get(tool_id)
-        if binding is None:
-            unbound = asyncio.get_running_loop().create_future()
-            unbound.set_result({"state": "UNAVAILABLE", "detail": "not bound"})
-            return unbound
-        running = self._describe.get(tool_id)
-        if running is None:
-            running = asyncio.ensure_future(self.client.describe(binding))
-            self._describe[tool_id] = running
-
-            def forget(_done: object, tool: str = tool_id) -> None:
-                self._describe.pop(tool, None)
-
-            running.add_done_callback(forget)
-        return running
-
-    async def observe_all(self, tool_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        # every refresh is started (or joined) first, then each awaited through a shield: no
-        # task per tool, and a cancelled caller leaves the shared requests be
-        running = [(tool_id, self._observing(tool_id)) for tool_id in tool_ids]
-        return {tool_id: await asyncio.shield(found) for tool_id, found in running}
+        return await self._observer.observe(tool_id)
 
     # ------------------------------------------------------------------ logging
 
@@ -123,7 +103,7 @@ class Runtime:
         objective = request["objective"]
         coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
         coords["trace"] = request.get("traceId") or ""
-        observations = await self.observe_all(self.ir.candidate_tools.get(objective, ()))
+        observations = await self._observer.observe_all(self.ir.candidate_tools.get(objective, ()))
         now = self.clock()
         found = self._resolved.get(self.ir, objective, observations, coords)
         disclosure = found.disclosure
@@ -226,7 +206,7 @@ class Runtime:
         if row is None:
             decision = decide(self.ir, None, call, self.clock())
             return await self._denied(None, call, decision, {})
-        intents = self.store.intents(row.context_ref)
+        intents = self._intents.of(self.store, row.context_ref)
         approvals = (  # for other tools the context's approvals cannot change the decision
             self.store.approvals(row.context_ref) if call.tool in self.ir.approval_tools else []
         )
@@ -285,8 +265,10 @@ class Runtime:
         committed by then, unless they are the ``seen`` ones), then talk to the executor."""
         fp = decision.fingerprint or ""
 
+        base = self._resolved_state(row)  # here: the writer thread touches no cache
+
         def still_allowed(intents: list[IntentRow]) -> bool:
-            state = self.state_of(row, intents, seen.approvals)
+            state = with_history(base, intents, seen.approvals)
             return decide(self.ir, state, call, seen.now).outcome == ALLOW
 
         key = (row.context_ref, call.call_id)
@@ -304,6 +286,8 @@ class Runtime:
                 "INTENT", row.context_ref, row.coordinates, **records.decision_fields(decision)
             ),
         )
+        if inserted and existing is not None:
+            self._intents.begun(existing)
         if not inserted:
             # a PENDING row belongs to a request of this process, which owns the event
             if created and (existing is None or existing.status != "PENDING"):
@@ -387,9 +371,11 @@ class Runtime:
             reason=reason,
             observation=dict(probe),
         )
-        await self.store.complete_intent_async(
-            row.context_ref, call.call_id, status, reason, self.clock(), record=result
-        )
+        now = self.clock()
+        if await self.store.complete_intent_async(
+            row.context_ref, call.call_id, status, reason, now, record=result
+        ):
+            self._intents.completed(row.context_ref, call.call_id, status, reason, now)
         ok = status == "SUCCEEDED"
         return records.receipt(
             call.call_id,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from servers.store import ApprovalRow, IntentRow
+from servers.store import ApprovalRow, IntentRow, Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +39,33 @@ def keep(cache: dict[str, Any], key: str, value: Any) -> None:
     if len(cache) >= KEPT:
         del cache[next(iter(cache))]
     cache[key] = value
+
+
+class IntentsView:
+    """Each context's intents for the engine's first look at a call, kept in memory: read
+    from the store once, then kept up to date from this process's own commits (the data
+    directory's owner is the store's only writer). The store's transaction, not this view,
+    arbitrates every dispatch; a view that lags only costs that transaction a decision."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, list[IntentRow]] = {}
+
+    def of(self, store: Store, context_ref: str) -> list[IntentRow]:
+        found = self._known.get(context_ref)
+        if found is None:
+            found = store.intents(context_ref)
+            keep(self._known, context_ref, found)
+        return list(found)
+
+    def begun(self, intent: IntentRow) -> None:
+        known = self._known.get(intent.context_ref)
+        if known is not None and all(i.call_id != intent.call_id for i in known):
+            known.append(intent)
+
+    def completed(
+        self, context_ref: str, call_id: str, status: str, reason: str | None, now: int
+    ) -> None:
+        known = self._known.get(context_ref) or []
+        for i, intent in enumerate(known):
+            if intent.call_id == call_id:
+                known[i] = replace(intent, status=status, reason=reason, completed_at=now)
