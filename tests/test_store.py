@@ -654,11 +654,11 @@ def test_claims_fail_when_another_process_holds_the_write_lock(tmp_path: Path) -
     store.close()
 
 
-def test_group_commit_waits_only_after_a_batch_of_several(
+def test_group_commit_waits_only_while_writes_come_fast(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write after a quiet spell commits at once; while writes come busily, a batch waits
-    up to ``linger_s`` for more (group-commit delay)."""
+    """A write at a low rate commits at once; while writes come fast, a batch waits up to
+    ``linger_s`` for more (group-commit delay); after a quiet spell, no wait again."""
     from servers import store_writer
 
     sizes: list[int] = []
@@ -669,22 +669,30 @@ def test_group_commit_waits_only_after_a_batch_of_several(
         real(db, batch)  # type: ignore[arg-type]  # the writer's own items, passed through
 
     monkeypatch.setattr(store_writer, "_run_batch", counting)
+    monkeypatch.setattr(store_writer, "QUIET_S", 0.2)
     db = sqlite3.connect(str(tmp_path / "w.sqlite"), isolation_level=None, check_same_thread=False)
     writer = store_writer.GroupWriter(db, linger_s=0.3)
-    monkeypatch.setattr(store_writer, "BUSY_S", 0.2)
+
+    def timed_call() -> float:
+        started = time.monotonic()
+        writer.call(lambda db: None)
+        return time.monotonic() - started
+
     try:
-        started = time.monotonic()
-        writer.call(lambda db: None)
-        assert time.monotonic() - started < 0.25 and sizes == [1]  # the first: no wait
-        time.sleep(0.25)
-        started = time.monotonic()
-        writer.call(lambda db: None)
-        assert time.monotonic() - started < 0.25 and sizes == [1, 1]  # after a quiet spell
-        first = writer.submit(lambda db: None)  # busy now: this batch waits for more
+        assert timed_call() < 0.25 and sizes == [1]  # no rate yet: no wait
+        gate = threading.Event()
+        writer.submit(lambda db: gate.wait())  # the writer is held while 60 writes queue up
+        burst = [writer.submit(lambda db: None) for _ in range(60)]
+        gate.set()
+        for f in burst:
+            f.result()
+        first = writer.submit(lambda db: None)  # fast now: this batch waits for more
         time.sleep(0.05)
         second = writer.submit(lambda db: None)
         first.result(), second.result()
-        assert sizes[-1] == 2  # the two arrived 50 ms apart and shared one commit
+        assert sizes[-1] == 2, sizes  # the two arrived 50 ms apart and shared one commit
+        time.sleep(0.3)
+        assert timed_call() < 0.25 and sizes[-1] == 1  # after a quiet spell: no wait
     finally:
         writer.close()
         db.close()
