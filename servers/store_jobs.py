@@ -63,12 +63,20 @@ _CANONICAL_OBSERVATIONS: dict[bytes, None] = {}
 _STRING = json.JSONEncoder(ensure_ascii=False).encode  # what ``canonical_json`` writes a str as
 
 
+_COORDINATES_JSON: dict[tuple[tuple[str, str], ...], str] = {}
+
+
 def _coordinates_json(coordinates: Mapping[str, Any]) -> str:
     """``canonical_json`` of the coordinates; directly for a map of strings with ASCII keys
-    (whose UTF-16 order, which JCS sorts by, is their plain order)."""
+    (whose UTF-16 order, which JCS sorts by, is their plain order), once per distinct map."""
     if all(type(k) is str and k.isascii() and type(v) is str for k, v in coordinates.items()):
-        items = sorted(coordinates.items())
-        return "{" + ",".join(f"{_STRING(k)}:{_STRING(v)}" for k, v in items) + "}"
+        items = tuple(sorted(coordinates.items()))
+        found = _COORDINATES_JSON.get(items)
+        if found is None:
+            found = "{" + ",".join(f"{_STRING(k)}:{_STRING(v)}" for k, v in items) + "}"
+            if len(_COORDINATES_JSON) < 4096:
+                _COORDINATES_JSON[items] = found
+        return found
     return canonical_json(coordinates)
 
 

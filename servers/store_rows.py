@@ -193,12 +193,22 @@ def context_row(r: sqlite3.Row) -> ContextRow:
     return ContextRow(**{**row_fields(r), **decoded})
 
 
+_INSERTS: dict[tuple[str, type], tuple[tuple[str, ...], str]] = {}
+
+
 def insert_row(db: sqlite3.Connection, table: str, row: Any, **encoded: object) -> None:
-    """INSERT one row dataclass, its field names being the table's column names."""
-    values = {f.name: getattr(row, f.name) for f in fields(row)} | encoded
-    names = ", ".join(values)
-    marks = ", ".join(f":{name}" for name in values)
-    db.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", values)
+    """INSERT one row dataclass, its field names being the table's column names (the
+    statement is built once per table and row type)."""
+    found = _INSERTS.get((table, type(row)))
+    if found is None:
+        names = tuple(f.name for f in fields(row))
+        columns, marks = ", ".join(names), ", ".join(f":{name}" for name in names)
+        found = names, f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        _INSERTS[(table, type(row))] = found
+    names, sql = found
+    values = {name: getattr(row, name) for name in names}
+    values.update(encoded)
+    db.execute(sql, values)
 
 
 INTENT_COLUMNS = "context_ref, call_id, tool, fingerprint, status, reason, created_at, completed_at"
