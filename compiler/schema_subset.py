@@ -14,8 +14,8 @@ from typing import Any
 from compiler.codes import UNSUPPORTED_SCHEMA_KEYWORDS
 from compiler.diagnostics import Collector
 from compiler.pointer import join
-from policy.jsonvalue import is_number
-from policy.schema import MAX_DEPTH, TYPES, deep_equal, deep_finite
+from policy.jsonvalue import is_finite_json, is_number, json_equal
+from policy.schema import MAX_DEPTH, TYPES
 
 MAX_PROPERTIES = 32
 
@@ -238,7 +238,7 @@ def _check_values(
         where = join(pointer, index)
         if not _fits(node_type, item):
             out.error("SCHEMA_VALUE_TYPE", where, f"`enum` value is not {_a(node_type)}")
-        elif any(deep_equal(item, earlier) for earlier in value[:index]):
+        elif any(json_equal(item, earlier) for earlier in value[:index]):
             out.error("SCHEMA_ENUM_DUPLICATE", where, "`enum` value repeats an earlier one")
 
 
@@ -276,7 +276,7 @@ _FITS: dict[str, Callable[[Any], bool]] = {
 
 def _fits(node_type: str | None, value: Any) -> bool:
     """A finite JSON value of ``node_type`` (any type when the node's type is not known)."""
-    if not deep_finite(value):
+    if not is_finite_json(value):
         return False
     return node_type is None or _FITS[node_type](value)
 

@@ -40,6 +40,7 @@ EMPTY_MAP = FrozenMap()
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_NUMBERS = (int, float)
 
 
 def freeze(value: JsonValue) -> JsonValue:
@@ -69,39 +70,58 @@ def is_number(value: object) -> bool:
 
 
 def json_equal(a: JsonValue, b: JsonValue) -> bool:
-    """JSON equality: numbers by value (``1 == 1.0``), booleans never equal to numbers."""
-    ta, tb = type(a), type(b)
-    if ta is bool or tb is bool:
-        return ta is tb and a is b
-    if ta in (int, float) and tb in (int, float):
-        return bool(a == b)
-    if isinstance(a, Mapping):
-        return (
-            isinstance(b, Mapping)
-            and a.keys() == b.keys()
-            and all(json_equal(a[k], b[k]) for k in a)
-        )
-    if isinstance(a, (list, tuple)):
-        return (
-            isinstance(b, (list, tuple))
-            and len(a) == len(b)
-            and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-        )
-    return ta is tb and bool(a == b)
+    """JSON equality at any depth, without recursion: numbers by value (``1 == 1.0``),
+    booleans never equal to numbers, objects by keys and values, arrays (lists or tuples) item
+    by item."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        tx, ty = type(x), type(y)
+        if tx is bool or ty is bool:
+            if x is not y:
+                return False
+        elif tx in _NUMBERS and ty in _NUMBERS:
+            if x != y:
+                return False
+        elif isinstance(x, (dict, Mapping)):  # dict (and FrozenMap) first: no ABC check
+            if not isinstance(y, Mapping) or x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif tx is list or tx is tuple:
+            if not (ty is list or ty is tuple) or len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif tx is not ty or x != y:
+            return False
+    return True
 
 
 def is_finite_json(value: JsonValue) -> bool:
-    """True when ``value`` is a JSON value with no NaN or infinity anywhere inside it."""
+    """True when ``value`` is a JSON value (string keys only) with no NaN or infinity anywhere
+    inside it; any depth, without recursion."""
     t = type(value)
-    if t is float:
-        return math.isfinite(value)
-    if t in (str, int, bool) or value is None:
+    if t is str or t is int or t is bool or value is None:
         return True
-    if isinstance(value, Mapping):
-        return all(type(k) is str and is_finite_json(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return all(is_finite_json(v) for v in value)
-    return False
+    if t is float:
+        return bool(value - value == 0.0)  # NaN and infinities give NaN
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        t = type(item)
+        if t is float:
+            if item - item != 0.0:  # NaN or an infinity
+                return False
+        elif t is str or t is int or t is bool or item is None:
+            continue
+        elif t is list or t is tuple:
+            stack.extend(item)
+        elif isinstance(item, (dict, Mapping)):  # dict first: no ABC check
+            if not all(type(k) is str for k in item):
+                return False
+            stack.extend(item.values())
+        else:
+            return False
+    return True
 
 
 def iter_strings(value: JsonValue) -> Iterator[str]:

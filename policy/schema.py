@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 from policy.canonical import escape_pointer_token
+from policy.jsonvalue import is_finite_json, json_equal
 from policy.schema_codegen import SourceBase, generate_collector
 
 MAX_DEPTH = 8
@@ -50,63 +51,8 @@ class SchemaError(NamedTuple):
     message: str
 
 
-# ---------------------------------------------------------------- JSON helpers without recursion
-
-
-def deep_finite(value: object) -> bool:
-    """:func:`~policy.jsonvalue.is_finite_json` without recursion: any depth, no NaN/inf."""
-    t = type(value)
-    if t is str or t is int or t is bool or value is None:
-        return True
-    if t is float:
-        return bool(value - value == 0.0)  # type: ignore[operator]  # t is float; NaN/inf give NaN
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        t = type(item)
-        if t is float:
-            if item - item != 0.0:  # type: ignore[operator]  # t is float
-                return False
-        elif t is str or t is int or t is bool or item is None:
-            continue
-        elif isinstance(item, dict):
-            if not all(type(k) is str for k in item):
-                return False
-            stack.extend(item.values())
-        elif isinstance(item, _ARR):
-            stack.extend(item)
-        else:
-            return False
-    return True
-
-
-def deep_equal(a: object, b: object) -> bool:
-    """:func:`~policy.jsonvalue.json_equal` without recursion: ``1 == 1.0``, ``True != 1``."""
-    stack = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        tx, ty = type(x), type(y)
-        if tx is bool or ty is bool:
-            if x is not y:
-                return False
-        elif tx in (int, float) and ty in (int, float):
-            if x != y:
-                return False
-        elif isinstance(x, dict):
-            if not isinstance(y, dict) or x.keys() != y.keys():
-                return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif isinstance(x, _ARR):
-            if not isinstance(y, _ARR) or len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        elif tx is not ty or x != y:
-            return False
-    return True
-
-
 def _any_equal(value: object, options: tuple[Any, ...]) -> bool:
-    return any(deep_equal(value, option) for option in options)
+    return any(json_equal(value, option) for option in options)
 
 
 def _is_integer(v: Any) -> bool:
@@ -290,8 +236,8 @@ class _Source(SourceBase):
 
 _GLOBALS: dict[str, object] = {
     "__builtins__": {}, "type": type, "isinstance": isinstance, "len": len, "str": str,
-    "int": int, "float": float, "dict": dict, "_ARR": _ARR, "_fin": deep_finite,
-    "_eq": deep_equal, "_anyeq": _any_equal,
+    "int": int, "float": float, "dict": dict, "_ARR": _ARR, "_fin": is_finite_json,
+    "_eq": json_equal, "_anyeq": _any_equal,
 }  # fmt: skip
 """All the generated code can reach: no other builtins."""
 
@@ -345,7 +291,7 @@ def _reference_walk(node: _Node, value: Any, pointer: str, out: list[SchemaError
         value in node.enum_set if node.enum_set is not None else _any_equal(value, node.enum)
     ):
         out.append(SchemaError(pointer, "enum", "value is not one of the `enum` values"))
-    if node.const and not deep_equal(value, node.const[0]):
+    if node.const and not json_equal(value, node.const[0]):
         out.append(SchemaError(pointer, "const", "value does not equal the `const` value"))
     if node.type == "object":
         _object_errors(node, value, pointer, out)
