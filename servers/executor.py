@@ -90,12 +90,6 @@ class Outcome:
     error_code: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    status: int
-    body: bytes
-
-
 # --- protocol values -----------------------------------------------------------------------
 
 
@@ -163,7 +157,7 @@ def _may_carry(raw: bytes, secret: str) -> bool:
     return b"\\" in raw or secret.encode("utf-8", "surrogatepass") in raw
 
 
-def _protocol_document(reply: _Reply, secret: str | None) -> dict[str, Any]:
+def _protocol_document(reply: Response, secret: str | None) -> dict[str, Any]:
     """The decoded response object, after the reflection check on its strings."""
     value = _decode(reply.body)
     if secret and _may_carry(reply.body, secret) and _carries(value, secret):
@@ -179,7 +173,7 @@ def _error_code(document: Mapping[str, Any]) -> str | None:
     return code if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else None
 
 
-def _interpret_execute(reply: _Reply, tool: Tool, secret: str | None) -> Outcome:
+def _interpret_execute(reply: Response, tool: Tool, secret: str | None) -> Outcome:
     if 300 <= reply.status < 400:
         return Outcome(UNKNOWN, reason="REDIRECT")
     document = _protocol_document(reply, secret)
@@ -201,7 +195,7 @@ def _short(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_DESCRIPTOR_FIELD
 
 
-def _interpret_describe(reply: _Reply, binding: BindingLike) -> dict[str, Any]:
+def _interpret_describe(reply: Response, binding: BindingLike) -> dict[str, Any]:
     if 300 <= reply.status < 400:
         return unavailable("REDIRECT")
     if reply.status != 200:
@@ -235,13 +229,14 @@ def _headers(binding: BindingLike, has_body: bool) -> list[tuple[str, str]]:
     return headers
 
 
-def _reply(response: Response, binding: BindingLike) -> _Reply:
+def _unreflected(response: Response, binding: BindingLike) -> Response:
+    """The response, unless its headers or body carry the credential."""
     secret = binding.secret.encode() if binding.secret else None
     if secret and any(secret in name or secret in value for name, value in response.headers):
         raise TransportError("CREDENTIAL_REFLECTED")
     if secret and secret in response.body:
         raise TransportError("CREDENTIAL_REFLECTED")
-    return _Reply(response.status, response.body)
+    return response
 
 
 class ExecutorClient:
@@ -323,7 +318,7 @@ class ExecutorClient:
 
     async def _exchange(
         self, method: str, binding: BindingLike, suffix: str, payload: bytes | None
-    ) -> _Reply:
+    ) -> Response:
         """One request to exactly ``binding.endpoint + suffix``; raises ``TransportError``."""
         try:
             response = await self._transport.request(
@@ -340,4 +335,4 @@ class ExecutorClient:
         except Exception as error:  # a bug below us: the exchange's fate is unknown
             log.error("executor %s %s: %s", binding.tool, suffix[1:], type(error).__name__)
             raise TransportError("CLIENT_ERROR") from None
-        return _reply(response, binding)
+        return _unreflected(response, binding)

@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from servers.memo import remembered
+
 IDLE_S = 15.0
 MAX_HEADER_BYTES = 65536
 MAX_IDLE_PER_ORIGIN = 64
@@ -144,7 +146,7 @@ class _Connection(asyncio.Protocol):
         if lengths and lengths[0].strip().isdigit() and int(lengths[0]) > self._limit:
             raise TransportError("TOO_LARGE")
         chunked = any(n.lower() == b"transfer-encoding" for n, _ in self._headers)
-        self._until_eof = not lengths and not chunked and status not in (204, 304)
+        self._until_eof = not lengths and not chunked and status != 204  # (3xx returned above)
         self.reusable = self._parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
@@ -161,14 +163,11 @@ class _Connection(asyncio.Protocol):
 
     def _finish(self, *, redirect: bool = False) -> None:
         waiter, self._waiter = self._waiter, None
-        status = self._parser.get_status_code()
-        if redirect:
-            self.reusable = False
         if waiter is not None and not waiter.done():
             body = b"" if redirect else b"".join(self._body)
-            waiter.set_result(Response(status, tuple(self._headers), body))
+            waiter.set_result(Response(self._parser.get_status_code(), tuple(self._headers), body))
         if redirect:
-            self.close()
+            self.close()  # its body is not read: the connection cannot be reused
 
     def _fail(self, error: TransportError) -> None:
         waiter, self._waiter = self._waiter, None
@@ -208,11 +207,7 @@ class Http1Client:
     ) -> Response:
         """One request and its response, within ``timeout_s`` in all; raises
         :class:`TransportError` (cancellation propagates, and closes the connection)."""
-        target = self._targets.get(url)
-        if target is None:
-            target = _target(url)
-            if len(self._targets) < 1024:
-                self._targets[url] = target
+        target = remembered(self._targets, url, _target, limit=1024)
         head = _head(method, target, headers, body)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s

@@ -153,13 +153,17 @@ def prepare(record: Mapping[str, Any], now_ms: int | None = None) -> Prepared:
     rest: Mapping[str, Any] = record
     if any(type(v) is Fragment for v in record.values()):
         rest = _without_fragments(record)
-    if not plain(rest):
+    fields = {**record, "v": FORMAT_VERSION, "at": at}
+    if not plain(rest):  # the exact checks, and an encoding now: the writer must not fail later
         record_fields_allowed(rest)
         try:
             check_json(rest)
+            encoded(dict(fields), 0)
         except EncodingError as exc:
             raise DecisionLogError(f"record not encodable at `{exc.pointer}`") from None
-    return {**record, "v": FORMAT_VERSION, "at": at}
+        except (cbor2.CBOREncodeError, TypeError, ValueError):
+            raise DecisionLogError("record not encodable") from None
+    return fields
 
 
 def _without_fragments(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from policy.decision import Decision
 from policy.disclosure import Disclosure, Omission
 from policy.explain import Explanation
 from servers.log_record import Fragment, fragment
+from servers.memo import remembered
 from servers.runtime_types import Pending
 
 _ISO_SECOND: list[tuple[int, str]] = [(-1, "")]
@@ -96,9 +97,8 @@ def receipt(
     return body
 
 
-_FRAGMENTS_MAX = 4096
 _explained: dict[Explanation, Fragment] = {}
-_placed: dict[tuple[Any, ...], Fragment] = {}
+_placed: dict[tuple[str, ...], Fragment] = {}
 
 
 def _explanation(explanation: Explanation | None) -> Fragment | None:
@@ -106,12 +106,7 @@ def _explanation(explanation: Explanation | None) -> Fragment | None:
     a few, built with the IR)."""
     if explanation is None:
         return None
-    found = _explained.get(explanation)
-    if found is None:
-        found = fragment("explanation", explanation.to_json())
-        if len(_explained) < _FRAGMENTS_MAX:
-            _explained[explanation] = found
-    return found
+    return remembered(_explained, explanation, lambda e: fragment("explanation", e.to_json()))
 
 
 def decision_fields(decision: Decision) -> dict[str, Any]:
@@ -141,18 +136,15 @@ def coordinates(row_coordinates: Mapping[str, Any]) -> dict[str, Any]:
 def coordinates_field(row_coordinates: Mapping[str, Any]) -> Fragment | dict[str, Any]:
     """The ``coordinates`` field of a record: a fragment encoded once per distinct value
     (a context's records all carry the same), or the plain map when a value is not a
-    string."""
+    string (checked, and refused if it must be, with the record)."""
     key = tuple(row_coordinates.get(k, "") for k in _COORDINATES)
-    found = _placed.get(key)
-    if found is not None:
-        return found
-    plain = dict(zip(_COORDINATES, key, strict=True))
     if not all(type(v) is str for v in key):
-        return plain  # checked (and refused, if it must be) with the record
-    found = fragment("coordinates", plain)
-    if len(_placed) < _FRAGMENTS_MAX:
-        _placed[key] = found
-    return found
+        return dict(zip(_COORDINATES, key, strict=True))
+    return remembered(_placed, key, _coordinates_fragment)
+
+
+def _coordinates_fragment(key: tuple[str, ...]) -> Fragment:
+    return fragment("coordinates", dict(zip(_COORDINATES, key, strict=True)))
 
 
 def pending_call(item: Pending, *, context_expires_at: int) -> dict[str, Any]:

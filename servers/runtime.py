@@ -31,8 +31,6 @@ from servers.store import ApprovalRow, ContextRow, IntentRow, Store
 from servers.wire import HttpError
 
 Clock = Callable[[], int]
-
-
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
 
 

@@ -24,6 +24,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -192,7 +193,7 @@ class Store:
 
     async def save_context_async(self, row: ContextRow, *, record: Prepared | None = None) -> None:
         """:meth:`save_context` for an event loop; ``record`` is logged once it is saved."""
-        await self._run(jobs.context_job(row), None if record is None else jobs.always(record))
+        await self._run(jobs.context_job(row), jobs.always(record))
 
     def context(self, context_ref: str) -> ContextRow | None:
         found = self._contexts.get(context_ref)
@@ -245,7 +246,7 @@ class Store:
         ``sqlite3.OperationalError`` is raised.
         """
         row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
-        return self._call(lambda db: jobs.begin(db, row, decide, seen))
+        return self._call(partial(jobs.begin, row=row, decide=decide, seen=seen))
 
     async def begin_intent_async(
         self,
@@ -262,8 +263,8 @@ class Store:
         """:meth:`begin_intent` for an event loop: the claim once the intent is committed;
         ``record`` is logged if, and once, the intent was inserted."""
         row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
-        selector = None if record is None else jobs.if_inserted(record)
-        return await self._run(lambda db: jobs.begin(db, row, decide, seen), selector)
+        job = partial(jobs.begin, row=row, decide=decide, seen=seen)
+        return await self._run(job, jobs.if_inserted(record))
 
     def complete_intent(
         self, context_ref: str, call_id: str, status: str, reason: str | None, now_ms: int
@@ -284,7 +285,7 @@ class Store:
     ) -> bool:
         """:meth:`complete_intent` for an event loop; ``record`` is logged once it is done."""
         job = jobs.complete_job(context_ref, call_id, status, reason, now_ms)
-        return await self._run(job, None if record is None else jobs.always(record))
+        return await self._run(job, jobs.always(record))
 
     # approvals
 
@@ -295,7 +296,7 @@ class Store:
         self, row: ApprovalRow, *, record: Prepared | None = None
     ) -> None:
         """:meth:`save_approval` for an event loop; ``record`` is logged once it is saved."""
-        await self._run(jobs.approval_job(row), None if record is None else jobs.always(record))
+        await self._run(jobs.approval_job(row), jobs.always(record))
 
     def approvals(self, context_ref: str) -> list[ApprovalRow]:
         sql = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE context_ref = ? ORDER BY rowid"

@@ -14,6 +14,7 @@ from typing import Any
 
 from policy.canonical import canonical_json, decode_canonical_cbor
 from servers.decision_log import Prepared
+from servers.memo import remembered
 from servers.store_rows import (
     FINAL_STATUSES,
     INTENTS_OF_CONTEXT,
@@ -34,12 +35,14 @@ from servers.store_rows import (
 Selector = Callable[[Any], Prepared | None]
 
 
-def always(record: Prepared) -> Selector:
-    return lambda _result: record
+def always(record: Prepared | None) -> Selector | None:
+    """Log ``record`` (if any) once the job has committed."""
+    return None if record is None else (lambda _result: record)
 
 
-def if_inserted(record: Prepared) -> Selector:
-    return lambda claim: record if claim[0] else None
+def if_inserted(record: Prepared | None) -> Selector | None:
+    """Log ``record`` (if any) once the claim has committed, if it inserted the intent."""
+    return None if record is None else (lambda claim: record if claim[0] else None)
 
 
 def pending(context_ref: str, call_id: str, tool: str, fingerprint: str, now: int) -> IntentRow:
@@ -71,13 +74,12 @@ def _coordinates_json(coordinates: Mapping[str, Any]) -> str:
     (whose UTF-16 order, which JCS sorts by, is their plain order), once per distinct map."""
     if all(type(k) is str and k.isascii() and type(v) is str for k, v in coordinates.items()):
         items = tuple(sorted(coordinates.items()))
-        found = _COORDINATES_JSON.get(items)
-        if found is None:
-            found = "{" + ",".join(f"{_STRING(k)}:{_STRING(v)}" for k, v in items) + "}"
-            if len(_COORDINATES_JSON) < 4096:
-                _COORDINATES_JSON[items] = found
-        return found
+        return remembered(_COORDINATES_JSON, items, _json_of_strings)
     return canonical_json(coordinates)
+
+
+def _json_of_strings(items: tuple[tuple[str, str], ...]) -> str:
+    return "{" + ",".join(f"{_STRING(k)}:{_STRING(v)}" for k, v in items) + "}"
 
 
 def context_job(row: ContextRow) -> Callable[[sqlite3.Connection], None]:

@@ -8,14 +8,14 @@ import asyncio
 import copy
 import json
 import runpy
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+from runtime_harness import serving
 
 from compiler.build import Build, make_build, write_build
 from compiler.project import compile_document
@@ -117,17 +117,6 @@ class Session:
     digest: str
     objectives: list[tuple[str, int]]
     """(objective, HTTP status) of each resolve, in order."""
-
-
-@asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
 
 
 def _write_config(root: Path, executor: str) -> tuple[Path, Path, Path]:

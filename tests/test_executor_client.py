@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from runtime_harness import serving
 
 from compiler import compile_project
 from policy.disclosure import availability
@@ -71,17 +72,6 @@ class Binding:
 
 
 run = asyncio.run
-
-
-@asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
 
 
 @asynccontextmanager
