@@ -19,6 +19,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check policy compiler servers seif tests bench
 	$(BIN)/ruff format --check policy compiler servers seif tests bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

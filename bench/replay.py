@@ -1,7 +1,7 @@
 """Replay throughput on a generated decision log, against one live resolve.
 
 The log: ``N_MAX`` ``DISCLOSED`` records (100,000; ``--quick``: 4,000) written in a temporary
-directory the way the runtime writes them (``disclose``, ``records.disclosure_summary``,
+directory the way the runtime writes them (``disclose``, ``events.disclosure_summary``,
 ``DecisionLog.append``) for the reference project, under a synthetic availability history:
 each candidate tool READY 90%, UNAVAILABLE 5%, READY with another contract 5%; both objectives,
 three consumers, a trace id of its own per record (seeded, reproducible).
@@ -44,8 +44,8 @@ from policy.codec import to_declaration
 from policy.ir import Project
 from policy.replay import replay, what_if
 from seif.tracefile import open_log
-from servers import records
-from servers.decision_log import DecisionLog
+from servers.log.decision_log import DecisionLog
+from servers.runtime import events
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"
@@ -93,14 +93,14 @@ def _inputs(ir: Project, count: int, seed: int = 6) -> Iterator[tuple[str, Any, 
 
 
 def _record(build: Any, i: int, objective: str, seen: Any, coords: Any, summary: Any) -> Any:
-    """The fields ``servers.runtime.Runtime.resolve`` logs."""
+    """The fields ``servers.runtime.service.Runtime.resolve`` logs."""
     record = {
         "event": "DISCLOSED",
         "at": 1_800_000_000_000 + i,
         "build": build.digest,
         "environment": "bench",
         "bindingRevision": 1,
-        "coordinates": records.coordinates({**coords, "objective": objective}),
+        "coordinates": events.coordinates({**coords, "objective": objective}),
         "objective": objective,
         "resolvedAt": 1_800_000_000_000 + i,
         "observations": seen,
@@ -119,7 +119,7 @@ def generate(path: Path, build: Any, count: int) -> int:
             key = repr((objective, coords["consumer"], sorted(seen.items())))
             if key not in summaries:
                 d = disclose(build.project, objective, seen, context=coords)
-                summaries[key] = records.disclosure_summary(d)
+                summaries[key] = events.disclosure_summary(d)
             log.append(_record(build, i, objective, seen, coords, summaries[key]))
     return len(summaries)
 
@@ -159,7 +159,7 @@ def _live(build: Any, path: Path, fsync_every: int) -> tuple[Callable[[], object
 
     def resolve() -> None:
         d = disclose(build.project, objective, seen, context=coords)
-        log.append(_record(build, 0, objective, seen, coords, records.disclosure_summary(d)))
+        log.append(_record(build, 0, objective, seen, coords, events.disclosure_summary(d)))
 
     return resolve, log
 

@@ -73,6 +73,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from policy.strictjson import loads
+
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"
 EXECUTOR = REPO / "examples/reference-tools/executor.py"
@@ -277,7 +279,7 @@ def _check_resolve(refs: list[str] | None) -> Check:
 
 def _check_execute(status: int, body: bytes) -> str | None:
     try:
-        receipt = json.loads(body)
+        receipt = loads(body)
     except ValueError:
         return f"HTTP {status} not JSON"
     if status != 200 or not isinstance(receipt, dict):
@@ -732,7 +734,7 @@ def generate(
         raise RuntimeError(f"load generator ({mode}) timed out") from None
     if proc.returncode != 0:
         raise RuntimeError(f"load generator ({mode}) failed: {stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(stdout)
+    result: dict[str, Any] = loads(stdout)
     return result
 
 
@@ -1129,8 +1131,8 @@ def in_process_costs(loops: int = 300) -> list[str]:
     and without its fsync, and an ``asyncio.to_thread`` round trip."""
     import statistics
 
-    from servers.decision_log import DecisionLog
-    from servers.store import ContextRow, Store
+    from servers.log.decision_log import DecisionLog
+    from servers.store.dispatch import ContextRow, Store
 
     def median_us(fn: Callable[[int], object], count: int = loops) -> float:
         times = []

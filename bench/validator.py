@@ -24,6 +24,7 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs; the peer under me
 
 from bench.harness import Stats, measure_all, ratio
 from policy.schema import compile_validator
+from policy.strictjson import loads
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"
@@ -190,7 +191,7 @@ def runners(prepared: dict[str, Any], group: str) -> dict[str, Callable[[], obje
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
-    project = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    project = loads(REFERENCE.read_text(encoding="utf-8"))
     prepared = prepare(cases(project))
     repeats, min_time = (3, 0.001) if quick else (31, 0.02)
     groups = {group: pairs for group, pairs in prepared["groups"].items() if pairs}

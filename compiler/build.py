@@ -10,7 +10,6 @@ needs without decoding CBOR, plus the digest; :func:`load_build` re-verifies eve
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -27,6 +26,7 @@ from policy.codec import to_declaration
 from policy.digest import build_digest
 from policy.ir import PROJECT_FORMAT, Project
 from policy.jsonvalue import thaw
+from policy.strictjson import dump_bytes
 
 BUILD_FILE = "build.cbor"
 MANIFEST_FILE = "manifest.json"
@@ -116,8 +116,8 @@ def write_build(project: Project, out_dir: str | os.PathLike[str]) -> Build:
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
     write_atomic(directory / BUILD_FILE, build.data)
-    text = json.dumps(build.manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    write_atomic(directory / MANIFEST_FILE, text.encode("utf-8"))
+    text = dump_bytes(build.manifest, indent=2, sort_keys=True) + b"\n"
+    write_atomic(directory / MANIFEST_FILE, text)
     return build
 
 

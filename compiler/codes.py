@@ -12,7 +12,10 @@ _CODES = {
     "FILE_UNREADABLE": "the file cannot be read (missing, a directory, not UTF-8)",
     "JSON_SYNTAX": "the file is not JSON; line and column say where",
     "DUPLICATE_KEY": "a key appears twice in one JSON object",
-    "JSON_NUMBER_INVALID": "NaN, Infinity or a number too large for a double",
+    "JSON_NUMBER_INVALID": "NaN, Infinity, a number too large for a double or an integer of "
+    "more than 309 digits",
+    "JSON_STRING_INVALID": "a string or key holding a lone surrogate (not Unicode text)",
+    "JSON_TOO_DEEP": "JSON nested deeper than 64 levels",
     # the closed format
     "FORMAT_UNSUPPORTED": "`format` is not `seif.context-project.v1`",
     "UNKNOWN_KEY": "a key the format does not define",

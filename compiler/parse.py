@@ -1,93 +1,41 @@
-"""The `parse` pass: bytes to a JSON tree, refusing duplicate keys and non-JSON numbers."""
+"""The `parse` pass: text to a JSON tree through the strict boundary (:mod:`policy.strictjson`)."""
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from pathlib import Path
 from typing import Any
 
 from compiler.diagnostics import Collector
-from compiler.pointer import join
+from policy.strictjson import JsonError, loads
 
 PASS = "parse"
 
 
-class _Object(dict[str, Any]):
-    """A parsed JSON object that remembers the keys it saw more than once."""
-
-    __slots__ = ("duplicates",)
-
-    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
-        super().__init__()
-        self.duplicates: list[str] = []
-        for k, v in pairs:
-            if k in self and k not in self.duplicates:
-                self.duplicates.append(k)
-            if k not in self:
-                self[k] = v
-
-
-def _bad_constant(name: str) -> Any:
-    raise ValueError(f"`{name}` is not a JSON number")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number `{text[:40]}` is too large for a double")
-    return value
-
-
-def _report_duplicates(node: Any, pointer: str, out: Collector) -> None:
-    if isinstance(node, dict):
-        for k in getattr(node, "duplicates", ()):
-            out.error(
-                "DUPLICATE_KEY", join(pointer, k), f"key `{k}` appears more than once; keep one"
-            )
-        for k, v in node.items():
-            _report_duplicates(v, join(pointer, k), out)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            _report_duplicates(v, join(pointer, i), out)
-
-
-def _strip_markers(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _strip_markers(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_strip_markers(v) for v in node]
-    return node
-
-
-_BAD_NUMBER = re.compile(r"-?Infinity|NaN|-?\d{309,}|-?\d+(\.\d+)?[eE][+]?\d{3,}")
-
-
-def _locate_bad_number(text: str) -> tuple[int, int]:
-    """Line and column of the first token that looks like a non-finite number."""
-    match = _BAD_NUMBER.search(text)
-    if match is None:
-        return 1, 1
-    before = text[: match.start()]
-    return before.count("\n") + 1, match.start() - (before.rfind("\n") + 1) + 1
+_CODES = {
+    "JSON_SYNTAX": "JSON_SYNTAX",
+    "NUMBER_INVALID": "JSON_NUMBER_INVALID",
+    "LONE_SURROGATE": "JSON_STRING_INVALID",
+    "TOO_DEEP": "JSON_TOO_DEEP",
+}
+"""The compiler's code for each :class:`~policy.strictjson.JsonError` code."""
 
 
 def parse_json_text(text: str, out: Collector) -> Any:
-    """The JSON tree of ``text`` (plain dicts and lists), or None with a diagnostic."""
+    """The JSON tree of ``text`` (plain dicts and lists) read by the strict boundary, or None
+    with a diagnostic; every duplicate key is reported (with its pointer) in one run."""
+
+    def duplicate(pointer: str, key: str) -> None:
+        out.error("DUPLICATE_KEY", pointer, f"key `{key[:64]}` appears more than once; keep one")
+
     try:
-        tree = json.loads(
-            text, object_pairs_hook=_Object, parse_constant=_bad_constant, parse_float=_parse_float
-        )
-    except json.JSONDecodeError as exc:
-        out.at("JSON_SYNTAX", exc.lineno, exc.colno, f"not valid JSON: {exc.msg.lower()}")
+        return loads(text, duplicates=duplicate)
+    except JsonError as exc:
+        code = _CODES.get(exc.code, "JSON_SYNTAX")
+        if exc.where.line is not None:
+            out.at(code, exc.where.line, exc.where.column or 1, exc.message)
+        else:
+            out.error(code, exc.where.pointer or "", exc.message)
         return None
-    except ValueError as exc:
-        line, column = _locate_bad_number(text)
-        out.at("JSON_NUMBER_INVALID", line, column, str(exc))
-        return None
-    _report_duplicates(tree, "", out)
-    return _strip_markers(tree)
 
 
 def read_text(path: Path, out: Collector) -> str | None:

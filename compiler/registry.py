@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ from typing import Any
 from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build, write_build
 from compiler.diagnostics import CompileError, Diagnostic
 from policy.digest import build_digest
+from policy.strictjson import JsonError, dump_bytes, loads
 
 DIGEST_PREFIX = "blake3:"
 BUILDS = "builds"
@@ -118,7 +118,7 @@ class PromotionRecord:
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return dump_bytes(record, sort_keys=True)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -341,21 +341,14 @@ def _parse_history(data: bytes, file: str) -> list[PromotionRecord]:
     return records
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise ValueError("a key appears twice")
-    return out
-
-
 def _record(raw: bytes, number: int, prev: str | None, file: str) -> PromotionRecord:
     def corrupt(message: str) -> RegistryError:
         return RegistryError(file, [_diag("HISTORY_CORRUPT", message, line=number)])
 
     try:
-        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
-    except (UnicodeDecodeError, ValueError):
-        raise corrupt("the record is not a JSON object") from None
+        doc = loads(raw)
+    except JsonError as exc:
+        raise corrupt(f"the record is not strict JSON ({exc})") from None
     if not isinstance(doc, dict) or set(doc) != _RECORD_KEYS:
         raise corrupt(f"a record has exactly the keys {', '.join(sorted(_RECORD_KEYS))}")
     if _line(doc) != raw:

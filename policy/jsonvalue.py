@@ -136,24 +136,3 @@ def iter_strings(value: JsonValue) -> Iterator[str]:
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
-
-
-class DuplicateKey(ValueError):
-    """A JSON object with a key given twice (``key`` is the first repeated one)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(f"key `{key[:64]}` appears more than once")
-        self.key = key
-
-
-def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An ``object_pairs_hook`` for ``json`` that refuses duplicate keys (:class:`DuplicateKey`).
-    The dict is built in C; only an object with a duplicate is walked in Python."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKey(key)
-            seen.add(key)
-    return out

@@ -1,7 +1,7 @@
 """The error collector of :meth:`policy.schema.Validator.errors`, generated per schema.
 
 The generated function reports exactly what the reference walk of :mod:`policy.schema`
-(``_reference_errors``) reports, keyword by keyword and in the same order: the node's type, its
+(``tests/schema_oracle.py``) reports, keyword by keyword and in the same order: the node's type, its
 bounds, ``enum``, ``const``, then declared properties in schema order, missing required
 properties, other keys in sorted order, array items by index. Only rare work (sorting the extra
 keys, unconstrained values that are not finite JSON) goes through helpers. As for ``is_valid``,

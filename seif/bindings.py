@@ -11,19 +11,19 @@ not a bindings field, so it goes into ``contracts.json`` next to the template.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from compiler.build import Build, write_atomic
 from compiler.diagnostics import CompileError
 from policy.ir import Project
+from policy.strictjson import dump_bytes
 from seif.output import EXIT_OK, emit_json, say, warn
 from seif.release import refuse, verified_build
 
-EXECUTOR_CONTRACT = "context-tool-executor.v1"  # servers.executor.CONTRACT, without aiohttp
+EXECUTOR_CONTRACT = "context-tool-executor.v1"  # servers.executor.client.CONTRACT, without aiohttp
 PLACEHOLDER_ENVIRONMENT = "production"
-DEFAULT_MAX_BYTES = 65536  # servers.config.DEFAULT_MAX_BYTES
+DEFAULT_MAX_BYTES = 65536  # servers.config.files.DEFAULT_MAX_BYTES
 CONTRACTS_FILE = "contracts.json"
 
 
@@ -84,7 +84,7 @@ def contracts_document(build: Build) -> dict[str, Any]:
 
 
 def json_bytes(document: Any) -> bytes:
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return dump_bytes(document, indent=2) + b"\n"
 
 
 def write_public(path: Path, data: bytes) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
+
+from policy.strictjson import dumps
 
 EXIT_OK = 0
 EXIT_NOT_ACCEPTABLE = 1
@@ -14,7 +15,7 @@ EXIT_LOCKED = 3
 
 def emit_json(document: Any) -> None:
     """Exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(dumps(document, indent=2) + "\n")
 
 
 def say(text: str = "") -> None:

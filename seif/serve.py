@@ -15,10 +15,10 @@ from aiohttp import web
 
 from compiler.diagnostics import CompileError
 from seif.output import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, warn
-from servers.app import create_app
-from servers.config import ConfigError
-from servers.datadir import DataDirLocked
-from servers.prepare import Prepared, prepare
+from servers.config.files import ConfigError
+from servers.http.app import create_app
+from servers.runtime.startup import Prepared, prepare
+from servers.store.datadir import DataDirLocked
 
 T = TypeVar("T")
 

@@ -14,7 +14,6 @@ canonical CBOR bytes or as JSON Lines.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -23,8 +22,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from compiler.build import atomic_file
-from servers.datadir import DECISION_LOG
-from servers.decision_log import FORMAT_VERSION, CborItemError, TornTail, cbor_items
+from policy.strictjson import JsonError, dump_bytes, loads
+from servers.log.decision_log import FORMAT_VERSION, CborItemError, TornTail, cbor_items
+from servers.store.datadir import DECISION_LOG
 
 FORMATS = ("cbor", "jsonl")
 _CHUNK = 1 << 20
@@ -32,17 +32,6 @@ _CHUNK = 1 << 20
 
 class TraceFileError(ValueError):
     """A log that cannot be read, or an export that cannot be written."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"`{name}` is not JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise ValueError("duplicate key")
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +143,8 @@ def _jsonl_items(log: TraceLog, fp: BinaryIO) -> Iterator[Item]:
         complete = line.endswith(b"\n")
         if line.strip():
             try:
-                value = json.loads(
-                    line, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant
-                )
-            except ValueError as exc:
+                value = loads(line)
+            except JsonError as exc:
                 if not complete:  # a final line being written
                     log.torn = len(line)
                     return
@@ -190,8 +177,7 @@ def _atomic(out: Path) -> AbstractContextManager[BinaryIO]:
 
 
 def _jsonl(record: dict[str, Any]) -> bytes:
-    text = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text.encode("utf-8") + b"\n"
+    return dump_bytes(record) + b"\n"
 
 
 def export(data_dir: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str) -> Exported:

@@ -85,7 +85,7 @@ def project_wheel(root: Path, dest: Path) -> None:
         if isinstance(readme, str) and (root / readme).is_file():
             shutil.copy2(root / readme, copy / readme)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.orig")
-        for package in packages:
+        for package in dict.fromkeys(p.split(".")[0] for p in packages):  # top-level folders
             shutil.copytree(root / package, copy / package, ignore=ignore)
         _pip("wheel", "--quiet", "--no-deps", "--wheel-dir", str(dest), str(copy))
 

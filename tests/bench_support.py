@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from policy.strictjson import loads
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,7 @@ def run_bench(name: str, timeout: float = 300) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = loads(done.stdout)
     assert report["quick"] is True
     result: dict[str, Any] = report["benchmarks"][name]
     return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,14 @@ from conftest import REFERENCE
 from compiler import compile_project, write_build
 from compiler.build import Build
 from policy.ir import Project
+from policy.strictjson import loads
 from seif.cli import main
 
 Doc = dict[str, Any]
 
 
 def reference_doc() -> Doc:
-    doc: Doc = json.loads(REFERENCE.read_text())
+    doc: Doc = loads(REFERENCE.read_text())
     return doc
 
 
@@ -54,4 +54,4 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     code, out, _ = run(capsys, *argv, "--json")
-    return code, json.loads(out)
+    return code, loads(out)

@@ -21,7 +21,8 @@ from compiler.build import Build, make_build, write_build
 from compiler.project import compile_document
 from policy import disclose
 from policy.ir import Project
-from servers import records
+from policy.strictjson import loads
+from servers.runtime import events
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reference" / "agent-tools" / "context-project.json"
@@ -42,7 +43,7 @@ ENV = {
 
 
 def reference_document() -> dict[str, Any]:
-    document: dict[str, Any] = json.loads(REFERENCE.read_text())
+    document: dict[str, Any] = loads(REFERENCE.read_text())
     return document
 
 
@@ -86,7 +87,7 @@ def disclosed_record(
     at: int = 1_800_000_000_000,
     context_ref: str = "ctx_1",
 ) -> dict[str, Any]:
-    """A ``DISCLOSED`` record with the fields ``servers.runtime.Runtime.resolve`` logs."""
+    """A ``DISCLOSED`` record with the fields ``servers.runtime.service.Runtime.resolve`` logs."""
     coords = {k: (coordinates or {}).get(k) or "" for k in ("consumer", "environment")}
     coords |= {"deployment": "", "trace": ""}
     disclosure = disclose(ir, objective, observations, context=coords)
@@ -96,11 +97,11 @@ def disclosed_record(
         "build": build,
         "environment": "test",
         "bindingRevision": 1,
-        "coordinates": records.coordinates({**coords, "objective": objective}),
+        "coordinates": events.coordinates({**coords, "objective": objective}),
         "objective": objective,
         "resolvedAt": at,
         "observations": dict(observations),
-        "disclosure": records.disclosure_summary(disclosure),
+        "disclosure": events.disclosure_summary(disclosure),
     }
     if disclosure.resolved:
         record["contextRef"] = context_ref
@@ -192,8 +193,8 @@ async def _flow(runtime: str, executor_app: web.Application, during: Any) -> lis
 async def record_session(root: Path, during: Any = None) -> Session:
     """A session of the real runtime (``prepare`` + ``create_app``) against the synthetic
     executor; both are stopped when this returns."""
-    from servers.app import create_app
-    from servers.prepare import prepare
+    from servers.http.app import create_app
+    from servers.runtime.startup import prepare
 
     async def nothing() -> None:
         await asyncio.sleep(0)

@@ -34,8 +34,9 @@ from aiohttp import web
 from compiler import compile_project
 from compiler.build import write_build
 from policy.ir import Project
-from servers.app import create_app
-from servers.prepare import Clock, Prepared, prepare, wall_clock
+from policy.strictjson import loads
+from servers.http.app import create_app
+from servers.runtime.startup import Clock, Prepared, prepare, wall_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reference" / "agent-tools" / "context-project.json"
@@ -221,7 +222,7 @@ class Stack:
         ) as r:
             text = await r.read()
             try:
-                parsed = json.loads(text)
+                parsed = loads(text)
             except ValueError:
                 parsed = text
             return Reply(r.status, parsed, dict(r.headers))

@@ -29,9 +29,10 @@ from conftest import ROOT
 from release_support import build_dir, reference_doc, run
 
 from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build
+from policy.strictjson import loads
 from seif.bindings import bindings_template, contracts_document, secret_env
 from seif.bundle import CONTENTS
-from servers.config import load_bindings
+from servers.config.files import load_bindings
 
 Cap = pytest.CaptureFixture[str]
 EXECUTOR = ROOT / "examples" / "reference-tools" / "executor.py"
@@ -69,7 +70,7 @@ def test_the_template_is_a_bindings_file_that_loads(
 
 
 def test_the_template_of_a_tool_free_build_has_no_entry(tmp_path: Path) -> None:
-    doc = json.loads((ROOT / "corpus" / "builds" / "tool-free" / "project.json").read_text())
+    doc = loads((ROOT / "corpus" / "builds" / "tool-free" / "project.json").read_text())
     build = build_dir(doc, tmp_path / "build")
     assert bindings_template(build.project)["tools"] == {}
     assert contracts_document(build)["tools"] == []
@@ -78,16 +79,16 @@ def test_the_template_of_a_tool_free_build_has_no_entry(tmp_path: Path) -> None:
 def test_bindings_template_cli(reference: tuple[Path, Build], tmp_path: Path, capsys: Cap) -> None:
     path, build = reference
     code, out, err = run(capsys, "bindings", "template", "--build", str(path))
-    assert code == 0 and json.loads(out) == bindings_template(build.project)
+    assert code == 0 and loads(out) == bindings_template(build.project)
     assert err.splitlines()[0] == (
         f"describe of inspect-context must answer 1.0.0 {build.project.tools[0].contract_digest}"
     )
     target = tmp_path / "handoff" / "bindings.template.json"
     code, out, _ = run(capsys, "bindings", "template", "--build", str(path), "--out", str(target))
-    assert code == 0 and json.loads(target.read_text()) == bindings_template(build.project)
-    contracts = json.loads((target.parent / "contracts.json").read_text())
+    assert code == 0 and loads(target.read_text()) == bindings_template(build.project)
+    contracts = loads((target.parent / "contracts.json").read_text())
     assert contracts["build"] == build.digest
-    manifest = json.loads((path / MANIFEST_FILE).read_text())
+    manifest = loads((path / MANIFEST_FILE).read_text())
     assert [t["describe"]["tool"] for t in contracts["tools"]] == manifest["tools"]
     assert {t["describe"]["contract"] for t in contracts["tools"]} == {"context-tool-executor.v1"}
 
@@ -108,7 +109,7 @@ def test_bundle_refuses_a_build_that_does_not_verify(
     reference: tuple[Path, Build], tmp_path: Path, capsys: Cap
 ) -> None:
     shutil.copytree(reference[0], tmp_path / "build")
-    manifest = json.loads((tmp_path / "build" / MANIFEST_FILE).read_text())
+    manifest = loads((tmp_path / "build" / MANIFEST_FILE).read_text())
     manifest["project"]["version"] = "9.9.9"
     (tmp_path / "build" / MANIFEST_FILE).write_text(json.dumps(manifest))
     code, _, err = run(
@@ -197,7 +198,7 @@ def test_the_bundle_holds_the_build_wheels_and_nothing_secret(
     assert load_build(bundle / "build").digest == reference[1].digest
     assert sorted(p.name for p in (bundle / "build").iterdir()) == [BUILD_FILE, MANIFEST_FILE]
     assert os.access(bundle / "run", os.X_OK)
-    manifest = json.loads((bundle / "bundle.json").read_text())
+    manifest = loads((bundle / "bundle.json").read_text())
     assert manifest["build"] == reference[1].digest
     names = {w["name"].lower().replace("_", "-") for w in manifest["wheels"]}
     assert {"seif", "lark", "cel-python", "aiohttp", "cbor2", "blake3", "keyring"} <= names
@@ -259,13 +260,13 @@ def _http(url: str, body: Any = None, token: str | None = None) -> tuple[int, An
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=30) as answer:
-            return answer.status, json.loads(answer.read())
+            return answer.status, loads(answer.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        return exc.code, loads(exc.read() or b"null")
 
 
 def _configure(bundle: Path, work: Path, executor: str) -> None:
-    template = json.loads((bundle / "bindings.template.json").read_text())
+    template = loads((bundle / "bindings.template.json").read_text())
     template["environment"] = "acceptance"
     for tool, entry in template["tools"].items():
         entry["endpoint"] = f"{executor}/{tool}"  # loopback http: the synthetic executor

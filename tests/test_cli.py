@@ -9,6 +9,7 @@ import pytest
 from conftest import REFERENCE
 
 from compiler import load_build
+from policy.strictjson import loads
 from seif.cli import main
 
 
@@ -33,7 +34,7 @@ def test_validate_reference_text(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_validate_json_lists_contract_digests(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "validate", "--project", str(REFERENCE), "--json")
-    doc = json.loads(out)
+    doc = loads(out)
     assert code == 0 and doc["ok"] is True and doc["diagnostics"] == []
     assert [t["id"] for t in doc["tools"]] == [
         "inspect-context",
@@ -46,7 +47,7 @@ def test_validate_json_lists_contract_digests(capsys: pytest.CaptureFixture[str]
 def test_validate_invalid_prints_pointer_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = json.loads(REFERENCE.read_text())
+    doc = loads(REFERENCE.read_text())
     doc["tools"][2]["approval"] = "none"
     doc["profiles"][0]["toolRules"][2]["required"] = True
     path = write(tmp_path, doc)
@@ -66,7 +67,7 @@ def test_validate_json_syntax_error_has_line_and_column(
 ) -> None:
     path = write(tmp_path, '{\n  "format": "seif.context-project.v1",\n  "id": }')
     code, out, _ = run(capsys, "validate", "--project", path, "--json")
-    doc = json.loads(out)
+    doc = loads(out)
     assert code == 1 and doc["ok"] is False
     assert doc["diagnostics"] == [
         {
@@ -99,7 +100,7 @@ def test_test_command_reports_separate_figures(capsys: pytest.CaptureFixture[str
 def test_broken_expectation_fails_with_expected_and_actual(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = json.loads(REFERENCE.read_text())
+    doc = loads(REFERENCE.read_text())
     doc["tests"][0]["expect"]["tools"]["include"].append("propose-change")
     path = write(tmp_path, doc)
     code, out, _ = run(capsys, "test", "--project", path)
@@ -109,7 +110,7 @@ def test_broken_expectation_fails_with_expected_and_actual(
         "include tool propose-change: expected disclosed, actual not disclosed"
     ) in out
     code, out, _ = run(capsys, "test", "--project", path, "--json")
-    report = json.loads(out)
+    report = loads(out)
     assert code == 1 and report["ok"] is False
     assert report["tools"]["total"] == report["tools"]["passed"] + 1
 
@@ -122,13 +123,13 @@ def test_build_writes_artifacts_and_prints_digest(
     digest = out.strip()
     assert digest.startswith("blake3:")
     assert load_build(tmp_path / "b").digest == digest
-    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    manifest = loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["format"] == "seif.build.v2"
     assert manifest["requiresRuntime"] == "seif.context-runtime.v2"
 
 
 def test_build_refuses_failing_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = json.loads(REFERENCE.read_text())
+    doc = loads(REFERENCE.read_text())
     doc["tests"][0]["expect"]["tools"]["exclude"] = ["inspect-context"]
     code, _, err = run(
         capsys, "build", "--project", write(tmp_path, doc), "--out", str(tmp_path / "b")

@@ -21,10 +21,11 @@ import pytest
 from compiler import compile_project
 from policy import ALLOW, Call, ContextState, Decision, Disclosure, Project, decide, disclose
 from policy.reasons import REASON_CODES
+from policy.strictjson import JsonError, loads
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "decisions"
-SKIP = json.loads((CORPUS / "skip.json").read_text(encoding="utf-8"))
+SKIP = loads((CORPUS / "skip.json").read_text(encoding="utf-8"))
 CASES = sorted(p.name for p in CORPUS.glob("*.json") if p.name != "skip.json")
 
 TOP_KEYS = {
@@ -83,26 +84,16 @@ def keys(
         raise CaseError(f"{where}: missing {sorted(missing)}, unknown {sorted(unknown)}")
 
 
-def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise CaseError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def no_constants(name: str) -> Any:
-    raise CaseError(f"`{name}` is not JSON")
-
-
 def load(name: str) -> dict[str, Any]:
     return parse_case((CORPUS / name).read_text(encoding="utf-8"))
 
 
 def parse_case(text: str) -> dict[str, Any]:
     """A case file's content, checked strictly against the format of the README."""
-    case = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constants)
+    try:
+        case = loads(text)
+    except JsonError as exc:
+        raise CaseError(f"not strict JSON: {exc}") from None
     keys("case", case, {"description", "objective", "observations", "expect"}, TOP_KEYS)
     if not isinstance(case["description"], str) or not case["description"].strip():
         raise CaseError("description: a non-empty string")

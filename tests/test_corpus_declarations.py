@@ -32,6 +32,7 @@ from compiler.project import CompileResult, compile_document, compile_text
 from policy.codec import field_table, to_declaration
 from policy.ir import PROJECT_FORMAT, Project
 from policy.jsonvalue import json_equal
+from policy.strictjson import JsonError, loads
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "declarations"
 KINDS = ("invalid", "valid")
@@ -45,23 +46,11 @@ class CaseError(Exception):
     """A malformed case file (as opposed to a compiler that disagrees with a good one)."""
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise CaseError(f"key `{k}` appears twice in the case file")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise CaseError(f"`{name}` in a case file is not JSON")
-
-
 def load_case(path: Path, allowed: frozenset[str]) -> dict[str, Any]:
-    case = json.loads(
-        path.read_text(encoding="utf-8"), object_pairs_hook=_object, parse_constant=_no_constant
-    )
+    try:
+        case = loads(path.read_bytes())
+    except JsonError as exc:
+        raise CaseError(f"{path.name}: not strict JSON: {exc}") from None
     if not isinstance(case, dict):
         raise CaseError("a case file is a JSON object")
     unknown = sorted(set(case) - allowed)
@@ -78,7 +67,7 @@ def _cases(kind: str) -> list[Path]:
 
 
 def _skip_list() -> dict[str, str]:
-    return json.loads((CORPUS / "skip.json").read_text(encoding="utf-8"))
+    return loads((CORPUS / "skip.json").read_text(encoding="utf-8"))
 
 
 SKIP = _skip_list()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from servers.datadir import (
+from policy.strictjson import loads
+from servers.store.datadir import (
     KEY_BYTES,
     OWNER_LOCK,
     RUNTIME_KEY,
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 HOLDER = """
 import os, sys, time
-from servers.datadir import DataDir
+from servers.store.datadir import DataDir
 d = DataDir.open(sys.argv[1])
 say = lambda line: os.write(1, line.encode() + b"\\n")  # one write: lines never interleave
 if len(sys.argv) > 2:  # fork a child that outlives this process
@@ -84,7 +85,7 @@ def test_open_creates_private_directory_and_owner_record(tmp_path: Path) -> None
     with DataDir.open(path) as data:
         assert data.path == path
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
-        owner = json.loads((path / OWNER_LOCK).read_text())
+        owner = loads((path / OWNER_LOCK).read_text())
         assert owner["pid"] == os.getpid()
         assert owner["host"] == socket.gethostname()
         assert isinstance(owner["startedAt"], int)
@@ -120,7 +121,7 @@ def test_sigkilled_owner_is_reclaimed(tmp_path: Path, holder: subprocess.Popen[s
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     with DataDir.open(tmp_path / "data") as data:
-        owner = json.loads((data.path / OWNER_LOCK).read_text())
+        owner = loads((data.path / OWNER_LOCK).read_text())
         assert owner["pid"] == os.getpid()
 
 
@@ -128,7 +129,7 @@ def test_stale_file_of_a_dead_pid_is_reclaimed(tmp_path: Path) -> None:
     stale = {"pid": _dead_pid(), "host": socket.gethostname(), "startedAt": 1}
     (tmp_path / OWNER_LOCK).write_text(json.dumps(stale))
     with DataDir.open(tmp_path):
-        assert json.loads((tmp_path / OWNER_LOCK).read_text())["pid"] == os.getpid()
+        assert loads((tmp_path / OWNER_LOCK).read_text())["pid"] == os.getpid()
 
 
 def test_held_lock_with_dead_recorded_pid_is_still_refused(tmp_path: Path) -> None:
@@ -240,7 +241,7 @@ def test_cli_style_refusal_message(tmp_path: Path, holder: subprocess.Popen[str]
     script = textwrap.dedent(
         """
         import sys
-        from servers.datadir import DataDir, DataDirLocked
+        from servers.store.datadir import DataDir, DataDirLocked
         try:
             DataDir.open(sys.argv[1])
         except DataDirLocked as exc:

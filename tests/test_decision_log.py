@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policy.canonical import canonical_cbor
-from servers import log_record
-from servers.decision_log import (
+from servers.log import encoding
+from servers.log.decision_log import (
     EVENTS,
     DecisionLog,
     DecisionLogError,
@@ -361,10 +361,10 @@ def test_the_fast_path_accepts_only_what_the_exact_checks_accept(record: dict[st
     """``plain`` is a shortcut: whatever it lets through, the forbidden-key check and
     ``canonical_cbor`` accept too, and the bytes written are ``canonical_cbor``'s."""
     fields = {**record, "event": "INTENT", "at": NOW}
-    if not log_record.plain(fields):
+    if not encoding.plain(fields):
         return
     record_fields_allowed(fields)
-    assert log_record.encoded(dict(fields), 7) == canonical_cbor({**fields, "seq": 7})
+    assert encoding.encoded(dict(fields), 7) == canonical_cbor({**fields, "seq": 7})
 
 
 @given(st.dictionaries(_KEYS, _VALUES, max_size=4), st.data())
@@ -374,12 +374,12 @@ def test_fragments_change_nothing_but_the_work(record: dict[str, Any], data: st.
     fields = {**record, "event": "INTENT", "at": NOW}
     chosen = data.draw(st.sets(st.sampled_from(sorted(record)))) if record else set()
     try:
-        expected: bytes | None = log_record.encoded(log_record.prepare(fields, NOW), 7)
+        expected: bytes | None = encoding.encoded(encoding.admit(fields, NOW), 7)
     except DecisionLogError:
         expected = None
     try:
         with_fragments = {k: fragment(k, v) if k in chosen else v for k, v in fields.items()}
-        got: bytes | None = log_record.encoded(log_record.prepare(with_fragments, NOW), 7)
+        got: bytes | None = encoding.encoded(encoding.admit(with_fragments, NOW), 7)
     except DecisionLogError:
         got = None
     assert got == expected

@@ -17,8 +17,9 @@ from policy.canonical import canonical_cbor, canonical_json, decode_canonical_cb
 from policy.codec import to_declaration
 from policy.digest import contract_digest
 from policy.jsonvalue import freeze, json_equal
+from policy.strictjson import loads
 
-REF_DOC = json.loads(REFERENCE.read_text())
+REF_DOC = loads(REFERENCE.read_text())
 
 json_values = st.recursive(
     st.none()

@@ -22,7 +22,8 @@ from runtime_harness import serving
 
 from compiler import compile_project
 from policy.disclosure import availability
-from servers.executor import (
+from policy.strictjson import loads
+from servers.executor.client import (
     CONTRACT,
     ExecutorClient,
     Outcome,
@@ -62,7 +63,7 @@ COORDS = {
 
 @dataclass(frozen=True)
 class Binding:
-    """The shape of ``servers.config.Binding``."""
+    """The shape of ``servers.config.files.Binding``."""
 
     tool: str
     endpoint: str
@@ -425,7 +426,7 @@ def test_the_request_is_exactly_the_protocol_body() -> None:
     assert (method, path) == ("POST", "/x/execute")
     assert headers["Authorization"] == "Bearer s3cret-token"
     key = hashlib.sha256(f"{COORDS['build']}|ctx-1|c1".encode()).hexdigest()
-    assert json.loads(raw) == {
+    assert loads(raw) == {
         "contract": "context-tool-executor.v1",
         "tool": {"id": tool.id, "version": "1.0.0", "contractDigest": tool.contract_digest},
         "arguments": ARGUMENTS[tool.id],

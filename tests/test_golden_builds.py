@@ -23,6 +23,7 @@ from policy.canonical import canonical_cbor
 from policy.digest import build_digest
 from policy.ir import Project
 from policy.jsonvalue import thaw
+from policy.strictjson import loads
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN_FILE = REPO / "corpus" / "builds" / "golden.json"
@@ -30,7 +31,7 @@ ENTRY_KEYS = frozenset({"project", "format", "requiresRuntime", "digest", "contr
 
 
 def _golden() -> list[dict[str, Any]]:
-    data = json.loads(GOLDEN_FILE.read_text(encoding="utf-8"))
+    data = loads(GOLDEN_FILE.read_text(encoding="utf-8"))
     assert set(data) == {"builds"}, 'golden.json is {"builds": [...]}'
     for entry in data["builds"]:
         assert set(entry) == ENTRY_KEYS, f"golden entry keys: {sorted(entry)}"
@@ -62,7 +63,7 @@ def test_golden_build(golden: tuple[Mapping[str, Any], Project], tmp_path: Path)
     assert {t.id: t.contract_digest for t in project.tools} == entry["contracts"]
     assert (tmp_path / "build" / BUILD_FILE).read_bytes() == build.data
     assert build_digest(build.data) == entry["digest"]
-    manifest = json.loads((tmp_path / "build" / MANIFEST_FILE).read_text(encoding="utf-8"))
+    manifest = loads((tmp_path / "build" / MANIFEST_FILE).read_text(encoding="utf-8"))
     assert manifest == build.manifest
     assert manifest["digest"] == entry["digest"]
     assert manifest["format"] == entry["format"]
@@ -132,7 +133,7 @@ def test_load_build_round_trip(golden: tuple[Mapping[str, Any], Project], tmp_pa
 
 
 def _manifest(directory: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+    data: dict[str, Any] = loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
     return data
 
 

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from servers import http1
-from servers.http1 import Http1Client, Response, TransportError
+from servers.executor import http1
+from servers.executor.http1 import Http1Client, Response, TransportError
 
 T = TypeVar("T")
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

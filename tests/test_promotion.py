@@ -8,7 +8,6 @@ tamper-evident history.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from compiler.build import load_build
 from compiler.promotion import BLOCKED, broken_obligations
 from compiler.registry import HISTORY, Registry
 from policy.digest import build_digest
+from policy.strictjson import loads
 from policy.testing import run_tests
 
 Cap = pytest.CaptureFixture[str]
@@ -427,7 +427,7 @@ def test_records_are_appended_and_chained(registry: tuple[Path, str], capsys: Ca
     path = _three_records(registry, capsys)
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) == 4
-    records = [json.loads(line) for line in lines[:-1]]
+    records = [loads(line) for line in lines[:-1]]
     assert [r["by"] for r in records] == ["alice", "bob", "carol"]
     assert records[0]["prev"] is None
     assert records[1]["prev"] == build_digest(lines[0])

@@ -22,6 +22,7 @@ from release_support import build_dir, find_test, reference_doc, run, run_json, 
 from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build
 from compiler.registry import HISTORY, Registry, RegistryError, parse_digest
 from policy.digest import build_digest
+from policy.strictjson import loads
 
 Cap = pytest.CaptureFixture[str]
 
@@ -123,7 +124,7 @@ def test_a_lying_manifest_is_refused(
     capsys: Cap,
 ) -> None:
     build = copy_build(reference_build[0], tmp_path / "build")
-    manifest = json.loads((build / MANIFEST_FILE).read_text())
+    manifest = loads((build / MANIFEST_FILE).read_text())
     lie(manifest)
     (build / MANIFEST_FILE).write_text(json.dumps(manifest))
     reg = tmp_path / "reg"
@@ -151,7 +152,7 @@ def test_any_changed_byte_of_the_build_is_refused(
 def _resign(build: Path, data: bytes) -> None:
     """Write ``data`` as the build's bytes with a manifest whose digest matches them."""
     (build / BUILD_FILE).write_bytes(data)
-    manifest = json.loads((build / MANIFEST_FILE).read_text())
+    manifest = loads((build / MANIFEST_FILE).read_text())
     manifest["digest"] = build_digest(data)
     (build / MANIFEST_FILE).write_text(json.dumps(manifest))
 

@@ -18,7 +18,7 @@ from replay_support import (
 import policy
 from policy.recorded import disclosure_summary
 from policy.replay import ABSENT, Difference, differences, replay, what_if
-from servers import records
+from servers.runtime import events
 
 BUILD = reference_build()
 IR = BUILD.project
@@ -196,7 +196,7 @@ def test_differences_name_each_side() -> None:
 
 def test_the_runtime_logs_with_the_summary_replay_compares() -> None:
     d = policy.disclose(IR, "authoring", READY)
-    assert records.disclosure_summary(d) == disclosure_summary(d)
+    assert events.disclosure_summary(d) == disclosure_summary(d)
     assert policy.replay is replay and policy.what_if is what_if
     assert {"replay", "what_if", "ReplayReport", "WhatIfReport"} <= set(policy.__all__)
 

@@ -1,5 +1,5 @@
 """Properties: for generated projects and observation histories, what the runtime's logging path
-records (``records.disclosure_summary``, ``DecisionLog.append``, ``read_records``) replays to
+records (``events.disclosure_summary``, ``DecisionLog.append``, ``read_records``) replays to
 identical disclosures, through CBOR and through a JSON Lines export; a changed scalar anywhere
 in a recorded disclosure is detected; a build compared with itself changes nothing."""
 
@@ -18,8 +18,8 @@ from compiler.project import compile_document
 from policy import disclose
 from policy.replay import replay, what_if
 from seif.tracefile import export, open_log
-from servers import records
-from servers.decision_log import DecisionLog, read_records
+from servers.log.decision_log import DecisionLog, read_records
+from servers.runtime import events
 
 
 @st.composite
@@ -54,11 +54,11 @@ def record(data: Path, doc: dict[str, Any], steps: list[tuple[str, Any, Any]]) -
                     "build": build.digest,
                     "environment": "test",
                     "bindingRevision": 1,
-                    "coordinates": records.coordinates({**coords, "objective": objective}),
+                    "coordinates": events.coordinates({**coords, "objective": objective}),
                     "objective": objective,
                     "resolvedAt": i,
                     "observations": seen,
-                    "disclosure": records.disclosure_summary(d),
+                    "disclosure": events.disclosure_summary(d),
                 }
             )
     return build

@@ -15,8 +15,9 @@ from replay_support import REFERENCE, Session, ready, record_session, without_se
 
 from compiler.build import load_build, write_build
 from policy import disclose
+from policy.strictjson import loads
 from seif.cli import main
-from servers.decision_log import read_records
+from servers.log.decision_log import read_records
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def run_replay(
 ) -> tuple[int, dict[str, Any]]:
     capsys.readouterr()
     code = main(["replay", "--build", str(build), "--log", str(log), "--json", *extra])
-    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    document: dict[str, Any] = loads(capsys.readouterr().out)
     return code, document
 
 
@@ -109,7 +110,7 @@ def test_text_output_says_ok(
 
 def _tampered(session: Session, out: Path, seq: int, change: Any) -> Path:
     lines = export(session, out, "jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
+    records = [loads(line) for line in lines]
     change(records[seq - 1])
     out.write_text("".join(json.dumps(r) + "\n" for r in records))
     return out

@@ -15,7 +15,7 @@ from runtime_harness import (
     running_stack,
 )
 
-from servers.records import iso
+from servers.runtime.events import iso
 
 MINUTE = 60_000
 CONTEXT_TTL = 15 * MINUTE

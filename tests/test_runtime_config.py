@@ -15,8 +15,8 @@ from typing import Any
 import blake3
 import pytest
 
-from servers import config
-from servers.config import (
+from servers.config import files as config_files
+from servers.config.files import (
     CODES,
     SCOPES,
     Binding,
@@ -179,13 +179,13 @@ def test_authenticate_compares_every_credential(
         write(tmp_path, credentials_doc()), ENV, keyring_get=FakeKeyring(KEYCHAIN)
     )
     calls: list[int] = []
-    real = config.hmac.compare_digest
+    real = config_files.hmac.compare_digest
 
     def counting(a: bytes, b: bytes) -> bool:
         calls.append(1)
         return real(a, b)
 
-    monkeypatch.setattr(config.hmac, "compare_digest", counting)
+    monkeypatch.setattr(config_files.hmac, "compare_digest", counting)
     for token in (APP_TOKEN, KEYCHAIN_TOKEN, "nope"):
         calls.clear()
         loaded.authenticate(token)

@@ -20,7 +20,7 @@ from runtime_harness import (
     running_stack,
 )
 
-from servers.app import create_app
+from servers.http.app import create_app
 
 LEARNER = {"objective": "learner", "consumer": "tutor-app"}
 

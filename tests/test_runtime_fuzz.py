@@ -25,7 +25,8 @@ from runtime_harness import (
     stack_in_thread,
 )
 
-from servers.wire import MAX_BODY_BYTES
+from policy.strictjson import loads
+from servers.http.wire import MAX_BODY_BYTES
 
 EXPECTED = {200, 202, 400, 401, 403, 404, 409, 413}
 BEARER_ROUTES = {
@@ -88,7 +89,7 @@ def send(
 def check(status: int, headers: dict[str, str], raw: bytes) -> Any:
     assert status in EXPECTED, (status, raw[:300])
     assert headers.get("Content-Type", "").startswith("application/json"), headers
-    document = json.loads(raw)
+    document = loads(raw)
     if status >= 400:
         error = document["error"]
         assert isinstance(error["code"], str) and error["code"]

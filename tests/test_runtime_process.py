@@ -35,6 +35,7 @@ from runtime_harness import (
 from compiler.build import BUILD_FILE, MANIFEST_FILE
 from policy.canonical import canonical_cbor, decode_canonical_cbor
 from policy.digest import build_digest
+from policy.strictjson import loads
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -163,7 +164,7 @@ def test_one_owner_per_data_directory(tmp_path: Path, executor: str) -> None:
                 return r.status
 
         assert run_async(healthy()) == 200
-        owner = json.loads((config.data / "owner.lock").read_text())
+        owner = loads((config.data / "owner.lock").read_text())
         assert owner["pid"] == third.pid
     finally:
         for proc in procs:
@@ -177,7 +178,7 @@ def _unsupported_runtime_build(config: Config) -> None:
     body = decode_canonical_cbor((config.build / BUILD_FILE).read_bytes())
     data = canonical_cbor({**body, "requiresRuntime": "seif.context-runtime.v9"})
     (config.build / BUILD_FILE).write_bytes(data)
-    manifest = json.loads((config.build / MANIFEST_FILE).read_text())
+    manifest = loads((config.build / MANIFEST_FILE).read_text())
     manifest.update(digest=build_digest(data), requiresRuntime="seif.context-runtime.v9")
     (config.build / MANIFEST_FILE).write_text(json.dumps(manifest))
 
@@ -197,7 +198,7 @@ Refusal = tuple[tuple[str, ...], dict[str, Any], dict[str, Any] | None, Any]
 
 def _refusals(executor: str) -> list[Refusal]:
     """(codes printed, bindings, credentials, env change or build change) per process."""
-    approve_scope: dict[str, Any] = json.loads(json.dumps(CREDENTIALS))
+    approve_scope: dict[str, Any] = loads(json.dumps(CREDENTIALS))
     approve_scope["credentials"][0]["scopes"].append("tools.approve")
     bindings = _tools(executor)
     several = _tools(

@@ -24,7 +24,6 @@ rewriting is checked, not trusted.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ import pytest
 from compiler.diagnostics import Collector
 from compiler.schema_subset import check_schema
 from policy.schema import compile_validator
+from policy.strictjson import loads
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = Path(
@@ -169,7 +169,7 @@ def object_parts(node: dict[str, Any], instances: list[Any], out: dict[str, Any]
 
 def cases() -> Iterator[Any]:
     for path in sorted(DRAFT.glob("*.json")):
-        for index, group in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+        for index, group in enumerate(loads(path.read_text(encoding="utf-8"))):
             problem = group_problem(group["schema"])
             for case in group["tests"]:
                 case_id = f"{path.stem}/{index}/{case['description']}"

@@ -1,10 +1,10 @@
 """The generated error collector reports exactly what the reference walk reports.
 
 ``Validator.errors`` runs Python source generated per schema (:mod:`policy.schema_codegen`);
-``policy.schema._reference_errors`` walks the parsed schema. For generated schemas of the subset
-and values near them, then bent (non-string keys, NaN and infinities, booleans for numbers,
-values that are not JSON, tuples, frozen maps), both give the same tuple of ``SchemaError``:
-same pointers, keywords, messages, in the same order.
+``schema_oracle.reference_errors`` (tests/schema_oracle.py) walks the parsed schema. For
+generated schemas of the subset and values near them, then bent (non-string keys, NaN and
+infinities, booleans for numbers, values that are not JSON, tuples, frozen maps), both give the
+same tuple of ``SchemaError``: same pointers, keywords, messages, in the same order.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schema_oracle import reference_errors
 from test_schema_properties import JSON, NAMES, paths, replaced, schema_and_value, schemas
 
 from compiler.diagnostics import Collector
 from compiler.schema_subset import check_schema
 from policy.jsonvalue import freeze
-from policy.schema import SchemaError, Validator, _reference_errors, compile_validator
+from policy.schema import SchemaError, Validator, compile_validator
 
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -35,7 +36,7 @@ ODD_KEYS = st.sampled_from([1, 1.0, True, None, (1,), "a", "~/", "zz", math.nan]
 
 def check(validator: Validator, value: Any) -> tuple[SchemaError, ...]:
     got = validator.errors(value)
-    assert got == _reference_errors(validator._root, value), (validator.source, value)
+    assert got == reference_errors(validator._root, value), (validator.source, value)
     assert (got == ()) is validator.is_valid(value)
     assert all(type(e) is SchemaError for e in got)
     return got

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -12,6 +11,7 @@ from compiler.codes import CODES, UNSUPPORTED_SCHEMA_KEYWORDS
 from compiler.diagnostics import Collector
 from compiler.schema_subset import check_schema, schema_depth
 from policy.jsonvalue import freeze
+from policy.strictjson import loads
 
 
 def problems(schema: Any, **options: Any) -> list[tuple[str, str | None]]:
@@ -320,4 +320,4 @@ def test_deep_json_never_raises() -> None:
     ],
 )
 def test_any_json_is_checked_without_raising(text: str) -> None:
-    problems(json.loads(text))
+    problems(loads(text))

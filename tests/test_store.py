@@ -17,7 +17,7 @@ import pytest
 from policy import Call, ContextState, decide, disclose
 from policy.canonical import EncodingError, canonical_cbor
 from policy.state import fingerprint
-from servers.store import (
+from servers.store.dispatch import (
     FAILED,
     INTERRUPTED,
     PENDING,
@@ -151,7 +151,7 @@ def test_engine_limit_with_real_decide(store: Store, reference_ir) -> None:  # t
 PROCESS = """
 import sys, time
 from pathlib import Path
-from servers.store import Store
+from servers.store.dispatch import Store
 path, go, call_id, fp = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 store = Store.open(Path(path))
 print("ready", flush=True)
@@ -659,7 +659,7 @@ def test_group_commit_waits_only_while_writes_come_fast(
 ) -> None:
     """A write at a low rate commits at once; while writes come fast, a batch waits up to
     ``linger_s`` for more (group-commit delay); after a quiet spell, no wait again."""
-    from servers import store_writer
+    from servers.store import writer as store_writer
 
     sizes: list[int] = []
     real = store_writer._run_batch

@@ -3,7 +3,6 @@ lock, while a writer appends; written atomically; malformed logs refused."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -14,10 +13,11 @@ import cbor2
 import pytest
 
 from policy.canonical import canonical_cbor
+from policy.strictjson import loads
 from seif.cli import main
 from seif.tracefile import TraceFileError, export, open_log
-from servers.datadir import DataDir
-from servers.decision_log import DecisionLog, read_records
+from servers.log.decision_log import DecisionLog, read_records
+from servers.store.datadir import DataDir
 
 
 def event(i: int) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def test_cbor_export_is_the_logs_own_bytes_and_jsonl_its_records(tmp_path: Path)
     args = ["trace", "export", "--data", str(data), "--out", str(tmp_path / "a.jsonl")]
     assert main([*args, "--format", "jsonl"]) == 0
     lines = (tmp_path / "a.jsonl").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == list(read_records(data / "decisions.cbor"))
+    assert [loads(line) for line in lines] == list(read_records(data / "decisions.cbor"))
     assert list(open_log(tmp_path / "a.jsonl").records()) == list(
         open_log(tmp_path / "a.cbor").records()
     )

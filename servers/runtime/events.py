@@ -14,9 +14,9 @@ from policy import recorded
 from policy.decision import Decision
 from policy.disclosure import Disclosure, Omission
 from policy.explain import Explanation
-from servers.log_record import Fragment, fragment
-from servers.memo import remembered
-from servers.runtime_types import Pending
+from servers.log.encoding import Fragment, fragment
+from servers.runtime.values import Pending
+from servers.support.memo import remembered
 
 _ISO_SECOND: list[tuple[int, str]] = [(-1, "")]
 

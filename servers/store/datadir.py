@@ -5,8 +5,8 @@ Layout (documented in ``docs/data-directory.md``)::
     DATA_DIR/                 0700
       owner.lock              flock()ed by the owner; JSON {"pid", "host", "startedAt"}
       runtime.key             32 random bytes, 0600, created once
-      dispatch.sqlite         the dispatch store (servers.store), with -wal and -shm
-      decisions.cbor          the decision log (servers.decision_log)
+      dispatch.sqlite         the dispatch store (servers.store.dispatch), with -wal and -shm
+      decisions.cbor          the decision log (servers.log.decision_log)
 
 Ownership is ``flock(LOCK_EX | LOCK_NB)`` on ``owner.lock``, held for the life of the process.
 The kernel releases it when the owner dies, however it dies, so a dead owner is reclaimed by
@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import secrets
 import socket
@@ -30,6 +29,8 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from policy.strictjson import JsonError, dump_bytes, loads
 
 OWNER_LOCK = "owner.lock"
 RUNTIME_KEY = "runtime.key"
@@ -217,7 +218,7 @@ def _open_lock_file(path: Path) -> int:
 
 def _write_owner(fd: int) -> None:
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "startedAt": _now_ms()}
-    data = json.dumps(owner, separators=(",", ":")).encode() + b"\n"
+    data = dump_bytes(owner) + b"\n"
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
     os.fsync(fd)
@@ -225,8 +226,8 @@ def _write_owner(fd: int) -> None:
 
 def _parse_owner(data: bytes) -> dict[str, Any] | None:
     try:
-        owner = json.loads(data)
-    except ValueError:
+        owner = loads(data)
+    except JsonError:
         return None
     if not isinstance(owner, dict):
         return None

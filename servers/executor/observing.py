@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from servers.config import Bindings
-from servers.executor import ExecutorClient
+from servers.config.files import Bindings
+from servers.executor.client import ExecutorClient
 
 Observation = dict[str, Any]
 

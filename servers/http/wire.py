@@ -1,80 +1,50 @@
 """Wire types of the runtime's HTTP API: error codes, body decoding, request shapes.
 
-Handlers decode with these helpers and raise :class:`HttpError`; one middleware renders every
-error as ``{"error": {"code", "message"}}``. Nothing a client can send produces a 500.
+Handlers decode with these helpers and raise :class:`~servers.runtime.errors.HttpError`; one
+middleware renders every error as ``{"error": {"code", "message"}}``. Nothing a client can
+send produces a 500.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from policy.jsonvalue import DuplicateKey, iter_strings, unique_pairs
+from policy.strictjson import JsonError, dump_bytes, loads
+from servers.runtime.errors import HttpError
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ID_LENGTH = 256
 
 
-class HttpError(Exception):
-    """An error answer: HTTP status, stable code, one-line message, optional extra fields."""
-
-    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.extra = extra
-
-    def response(self) -> web.Response:
-        body: dict[str, Any] = {"error": {"code": self.code, "message": self.message}}
-        body.update(self.extra)
-        return json_response(body, status=self.status)
-
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""What ``json.dumps(body, ensure_ascii=False, separators=(",", ":"))`` uses, made once."""
-
-
 def json_bytes(body: Any) -> bytes:
-    return _ENCODER.encode(body).encode("utf-8")
+    """The wire's JSON encoding: compact, UTF-8, never NaN or an infinity."""
+    return dump_bytes(body)
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(
-        body=json_bytes(body),
+        body=dump_bytes(body),
         status=status,
         content_type="application/json",
     )
+
+
+def error_response(error: HttpError) -> web.Response:
+    return json_response(error.body(), status=error.status)
 
 
 def bad_request(message: str, code: str = "BAD_REQUEST") -> HttpError:
     return HttpError(400, code, message)
 
 
-def _no_constant(name: str) -> Any:
-    raise bad_request(f"`{name}` is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise bad_request("a number is too large for a double")
-    return value
-
-
-_DECODER = json.JSONDecoder(
-    object_pairs_hook=unique_pairs, parse_constant=_no_constant, parse_float=_finite
-)
-"""What ``json.loads(text, object_pairs_hook=..., ...)`` uses, made once."""
-
-
 async def read_json(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object: 413 past the size limit, 400 for anything else."""
+    """The request body as a JSON object: 413 past the size limit, 400 for anything else (the
+    strict boundary of :mod:`policy.strictjson`: duplicate keys, non-finite or oversized
+    numbers, lone surrogates, excessive depth), the message naming what and where."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
     try:  # one read; the application's client_max_size is MAX_BODY_BYTES (chunked bodies too)
@@ -84,31 +54,12 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     if len(data) > MAX_BODY_BYTES:  # an application built with a larger client_max_size
         raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
     try:
-        text = data.decode("utf-8")
-        value = _DECODER.decode(text)
-    except DuplicateKey as exc:
-        raise bad_request(str(exc)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise bad_request("the body is not a UTF-8 JSON document") from None
+        value = loads(data)
+    except JsonError as exc:
+        raise bad_request(f"the body is not strict JSON: {exc}") from None
     if not isinstance(value, dict):
         raise bad_request("the body must be a JSON object")
-    if "\\u" in text and _lone_surrogate(value):  # only a \u escape can make one
-        raise bad_request("a string in the body is not Unicode text (a lone surrogate)")
     return value
-
-
-def _lone_surrogate(value: Any) -> bool:
-    """Whether a decoded string (key or value) holds an unpaired surrogate such as ``\\ud800``:
-    it cannot be stored, logged or encoded as UTF-8 (RFC 7493 refuses it too)."""
-    return any(not text.isascii() and not _utf8_encodable(text) for text in iter_strings(value))
-
-
-def _utf8_encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)

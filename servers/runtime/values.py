@@ -1,11 +1,12 @@
-"""Plain records of the runtime's service layer (``servers.runtime``) and its bounded caches."""
+"""Plain records of the runtime's service layer (``servers.runtime.service``) and its bounded
+caches."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servers.store import ApprovalRow, IntentRow, Store
+from servers.store.dispatch import ApprovalRow, IntentRow, Store
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,16 +17,16 @@ from typing import Any
 
 from policy.disclosure import Disclosure, disclose
 from policy.ir import Project
-from servers import records
-from servers.log_record import DecisionLogError, Fragment, fragment
-from servers.wire import json_bytes
+from policy.strictjson import dump_bytes
+from servers.log.encoding import DecisionLogError, Fragment, fragment
+from servers.runtime import events
 
 CACHE_ENTRIES = 1024
 _HEAD = ("contextRef", "build", "objective", "expiresAt")
 _Key = tuple[Any, ...]
 
 
-dumps = json_bytes  # the wire's JSON encoding
+dumps = dump_bytes  # the wire's JSON encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +43,13 @@ class Resolved:
     """The resolve answer's JSON after its head fields (``"messages":...}``)."""
 
     def body(self, *, context_ref: str, build: str, expires_at: int) -> bytes:
-        """The JSON of ``records.resolve_payload`` for this disclosure, byte for byte."""
+        """The JSON of ``events.resolve_payload`` for this disclosure, byte for byte."""
         head = dumps(
             {
                 "contextRef": context_ref,
                 "build": build,
                 "objective": self.disclosure.objective,
-                "expiresAt": records.iso(expires_at),
+                "expiresAt": events.iso(expires_at),
             }
         )
         return head[:-1] + b"," + self._tail
@@ -72,7 +72,7 @@ def _observations_key(observations: Mapping[str, Mapping[str, Any]]) -> _Key | N
 def _tail(d: Disclosure) -> bytes:
     if not d.resolved:
         return b"}"
-    payload = records.resolve_payload(d, context_ref="", build="", expires_at=0)
+    payload = events.resolve_payload(d, context_ref="", build="", expires_at=0)
     return dumps({k: v for k, v in payload.items() if k not in _HEAD})[1:]
 
 
@@ -85,7 +85,7 @@ def _compute(
     with_cbor: bool,
 ) -> Resolved:
     d = disclose(ir, objective, observations, context=coords)
-    summary = records.disclosure_summary(d)
+    summary = events.disclosure_summary(d)
     if not with_cbor:
         return Resolved(d, summary, None, _tail(d))
     try:

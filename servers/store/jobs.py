@@ -1,4 +1,4 @@
-"""The writes of the dispatch store, as jobs for its writer thread (``servers.store_writer``).
+"""The writes of the dispatch store, as jobs for its writer thread (``servers.store.writer``).
 
 Each builder checks its input in the caller's thread and returns a job that writes with one
 statement, after every check that may raise, so that a job that raises has written nothing.
@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from policy.canonical import canonical_json, decode_canonical_cbor
-from servers.decision_log import Prepared
-from servers.memo import remembered
-from servers.store_rows import (
+from servers.log.decision_log import Admitted
+from servers.store.rows import (
     FINAL_STATUSES,
     INTENTS_OF_CONTEXT,
     PENDING,
@@ -31,16 +30,17 @@ from servers.store_rows import (
     insert_row,
     intent_row,
 )
+from servers.support.memo import remembered
 
-Selector = Callable[[Any], Prepared | None]
+Selector = Callable[[Any], Admitted | None]
 
 
-def always(record: Prepared | None) -> Selector | None:
+def always(record: Admitted | None) -> Selector | None:
     """Log ``record`` (if any) once the job has committed."""
     return None if record is None else (lambda _result: record)
 
 
-def if_inserted(record: Prepared | None) -> Selector | None:
+def if_inserted(record: Admitted | None) -> Selector | None:
     """Log ``record`` (if any) once the claim has committed, if it inserted the intent."""
     return None if record is None else (lambda claim: record if claim[0] else None)
 

@@ -6,13 +6,13 @@ intents, lets the caller re-run the pure engine on them and inserts the ``PENDIN
 two callers, in two threads or two processes, can never both be told to dispatch one callId, nor
 together exceed a call limit.
 
-Writes are group-committed (``servers.store_writer``): one thread runs every write queued, in
+Writes are group-committed (``servers.store.writer``): one thread runs every write queued, in
 order, in one transaction per batch, and answers the callers after the commit. A write method
 blocks its thread until then; its ``*_async`` twin is for an event loop, whose waiters the writer
 thread wakes with one call per batch. Reads never wait for a write: each thread reads on its own
 connection, and WAL readers see the last commit without taking the write lock.
 
-Nothing here holds raw arguments, outputs, approval reasons or secrets (``servers.store_rows``).
+Nothing here holds raw arguments, outputs, approval reasons or secrets (``servers.store.rows``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from servers import store_jobs as jobs
-from servers.decision_log import DecisionLog, Prepared
-from servers.store_rows import (
+from servers.log.decision_log import Admitted, DecisionLog
+from servers.store import jobs
+from servers.store.rows import (
     APPROVAL_COLUMNS,
     FAILED,
     FINAL_STATUSES,
@@ -57,7 +57,7 @@ from servers.store_rows import (
     intent_row,
     row_fields,
 )
-from servers.store_writer import GroupWriter, WriterClosed
+from servers.store.writer import GroupWriter, WriterClosed
 
 T = TypeVar("T")
 __all__ = [
@@ -90,7 +90,7 @@ def _now_ms() -> int:
 class Store:
     """The dispatch store of one data directory. Thread-safe.
 
-    Writes go through one writer thread (:class:`~servers.store_writer.GroupWriter`) that
+    Writes go through one writer thread (:class:`~servers.store.writer.GroupWriter`) that
     commits them in batches, one durable transaction each; the ``submit_*`` methods return its
     futures and the plain methods wait for them. Reads use a connection per thread (WAL: a
     reader never waits for a writer) and see every write whose method has returned. Contexts,
@@ -191,7 +191,7 @@ class Store:
         """Record a resolved context; a contextRef is saved once (:class:`StoreError`)."""
         self._call(jobs.context_job(row))
 
-    async def save_context_async(self, row: ContextRow, *, record: Prepared | None = None) -> None:
+    async def save_context_async(self, row: ContextRow, *, record: Admitted | None = None) -> None:
         """:meth:`save_context` for an event loop; ``record`` is logged once it is saved."""
         await self._run(jobs.context_job(row), jobs.always(record))
 
@@ -258,7 +258,7 @@ class Store:
         *,
         decide: Callable[[list[IntentRow]], bool],
         seen: list[IntentRow] | None = None,
-        record: Prepared | None = None,
+        record: Admitted | None = None,
     ) -> Claim:
         """:meth:`begin_intent` for an event loop: the claim once the intent is committed;
         ``record`` is logged if, and once, the intent was inserted."""
@@ -281,7 +281,7 @@ class Store:
         reason: str | None,
         now_ms: int,
         *,
-        record: Prepared | None = None,
+        record: Admitted | None = None,
     ) -> bool:
         """:meth:`complete_intent` for an event loop; ``record`` is logged once it is done."""
         job = jobs.complete_job(context_ref, call_id, status, reason, now_ms)
@@ -293,7 +293,7 @@ class Store:
         self._call(jobs.approval_job(row))
 
     async def save_approval_async(
-        self, row: ApprovalRow, *, record: Prepared | None = None
+        self, row: ApprovalRow, *, record: Admitted | None = None
     ) -> None:
         """:meth:`save_approval` for an event loop; ``record`` is logged once it is saved."""
         await self._run(jobs.approval_job(row), jobs.always(record))

@@ -8,7 +8,6 @@ carries the keyed argument fingerprint, and the columns that take text from outs
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 from policy.jsonvalue import EMPTY_MAP, freeze
+from policy.strictjson import loads
 
 PENDING, SUCCEEDED, FAILED, UNKNOWN = "PENDING", "SUCCEEDED", "FAILED", "UNKNOWN"
 FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, UNKNOWN})
@@ -189,7 +189,7 @@ def approval_row(r: sqlite3.Row) -> ApprovalRow:
 
 
 def context_row(r: sqlite3.Row) -> ContextRow:
-    decoded = {"coordinates": json.loads(r["coordinates"]), "observations": r["observations"]}
+    decoded = {"coordinates": loads(r["coordinates"]), "observations": r["observations"]}
     return ContextRow(**{**row_fields(r), **decoded})
 
 

@@ -3,12 +3,12 @@
 A record is one map: the envelope (``v``, ``seq``, ``at``, ``event``) and the event's fields.
 No key anywhere inside it may be a forbidden field (``arguments``, ``output``, ``reason_text``,
 ``secret``, ``token``, compared after lowercasing and dropping ``_`` and ``-``), and every value
-must be JSON with a canonical CBOR encoding. :func:`prepare` checks a record on the caller's
+must be JSON with a canonical CBOR encoding. :func:`admit` checks a record on the caller's
 thread (a refused record raises there, before anything is written) and returns it ready for
 :func:`encoded`, which the log's writer calls with the record's ``seq``.
 
 A :class:`Fragment` is a field value checked and encoded once and reused by many records (the
-summary of a cached disclosure, say): :func:`prepare` takes it as checked, :func:`encoded`
+summary of a cached disclosure, say): :func:`admit` takes it as checked, :func:`encoded`
 splices its bytes. The encoding is the same as that of the plain value, byte for byte.
 """
 
@@ -126,7 +126,7 @@ class Fragment:
 
 def fragment(field: str, value: Any) -> Fragment:
     """Check ``value`` as the record field ``field`` would be checked, and encode it once.
-    Raises :class:`DecisionLogError` as :func:`prepare` would."""
+    Raises :class:`DecisionLogError` as :func:`admit` would."""
     record_fields_allowed({field: value})
     try:
         return Fragment(field, value, canonical_cbor(value))
@@ -134,11 +134,11 @@ def fragment(field: str, value: Any) -> Fragment:
         raise DecisionLogError(f"record not encodable at `/{field}{exc.pointer}`") from None
 
 
-Prepared = dict[str, Any]
-"""A record checked by :func:`prepare`: its fields, ``seq`` not yet set."""
+Admitted = dict[str, Any]
+"""A record checked by :func:`admit`: its fields, ``seq`` not yet set."""
 
 
-def prepare(record: Mapping[str, Any], now_ms: int | None = None) -> Prepared:
+def admit(record: Mapping[str, Any], now_ms: int | None = None) -> Admitted:
     """The record with ``v`` and ``at`` (``now_ms`` when the record has none), checked; a
     refused record raises :class:`DecisionLogError`. Only ``seq`` is left to set."""
     for key in ("v", "seq"):

@@ -2,8 +2,8 @@
 
 ``prepare`` loads and verifies the build, the credentials, the bindings and the approval token,
 then takes the data directory. Each refusal is an exception the CLI maps to its exit code:
-:class:`~compiler.diagnostics.CompileError` and :class:`~servers.config.ConfigError` (2),
-:class:`~servers.datadir.DataDirLocked` (3).
+:class:`~compiler.diagnostics.CompileError` and :class:`~servers.config.files.ConfigError` (2),
+:class:`~servers.store.datadir.DataDirLocked` (3).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from pathlib import Path
 import keyring
 
 from compiler.build import Build, load_build
-from servers.config import (
+from servers.config.files import (
     Bindings,
     Credentials,
     approval_token,
     load_bindings,
     load_credentials,
 )
-from servers.datadir import DataDir
+from servers.store.datadir import DataDir
 
 Clock = Callable[[], int]
 

@@ -3,7 +3,7 @@
 ``ExecutorClient.describe`` observes a bound executor (never raises); ``execute`` dispatches one
 call and turns whatever happens into an :class:`Outcome` (never raises, except that cancellation
 propagates). Guarantees, whatever the executor does (the transport is
-:class:`servers.http1.Http1Client`):
+:class:`servers.executor.http1.Http1Client`):
 
 - the only URL ever requested is ``binding.endpoint + "/describe"`` or ``+ "/execute"``:
   redirects are not followed (any 3xx is ``REDIRECT``), no proxy, no cookie, nothing from the
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -45,8 +44,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from policy.ir import Tool
-from policy.jsonvalue import iter_strings, thaw, unique_pairs
-from servers.http1 import Http1Client, Response, TransportError
+from policy.jsonvalue import iter_strings, thaw
+from policy.strictjson import JsonError, dump_bytes, loads
+from servers.executor.http1 import Http1Client, Response, TransportError
 
 CONTRACT = "context-tool-executor.v1"
 COORDINATES = ("build", "consumer", "objective", "environment", "deployment", "trace", "context")
@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 
 class BindingLike(Protocol):
-    """What the client needs of a binding (``servers.config.Binding`` has this shape)."""
+    """What the client needs of a binding (``servers.config.files.Binding`` has this shape)."""
 
     @property
     def tool(self) -> str: ...
@@ -130,19 +130,13 @@ def new_transport() -> Http1Client:
 # --- response decoding ---------------------------------------------------------------------
 
 
-def _no_constant(_name: str) -> Any:
-    raise ValueError("not a JSON number")
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=unique_pairs, parse_constant=_no_constant)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-
-
 def _decode(raw: bytes) -> Any:
-    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity. Raises ``TransportError``."""
+    """The strict JSON of an executor's answer (:func:`policy.strictjson.loads`: no duplicate
+    keys, no NaN, infinities or oversized numbers, no lone surrogates, bounded depth).
+    Raises ``TransportError``."""
     try:
-        return _DECODER.decode(raw.decode("utf-8"))
-    except (ValueError, RecursionError):
+        return loads(raw)
+    except JsonError:
         raise TransportError("INVALID_RESPONSE") from None
 
 
@@ -240,7 +234,7 @@ def _unreflected(response: Response, binding: BindingLike) -> Response:
 
 
 class ExecutorClient:
-    """Talks to bound executors over one :class:`~servers.http1.Http1Client`."""
+    """Talks to bound executors over one :class:`~servers.executor.http1.Http1Client`."""
 
     def __init__(self, transport: Http1Client) -> None:
         self._transport = transport
@@ -261,8 +255,8 @@ class ExecutorClient:
         if binding.tool != tool.id:
             return Outcome(FAILED, reason="BINDING_MISMATCH")
         try:
-            payload = _ENCODER.encode(body).encode("utf-8")
-        except (TypeError, ValueError):
+            payload = dump_bytes(body)
+        except (TypeError, ValueError):  # JsonError is a ValueError
             return Outcome(FAILED, reason="REQUEST_INVALID")
         try:
             reply = await self._exchange("POST", binding, "/execute", payload)

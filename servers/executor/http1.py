@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from servers.memo import remembered
+from servers.support.memo import remembered
 
 IDLE_S = 15.0
 MAX_HEADER_BYTES = 65536

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from servers import handoff
-from servers.decision_log import DecisionLog, Prepared
+from servers.log.decision_log import Admitted, DecisionLog
+from servers.support import handoff
 
 T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
-Logged = tuple[DecisionLog, Callable[[Any], Prepared | None]]
+Logged = tuple[DecisionLog, Callable[[Any], Admitted | None]]
 """The log, and what to append to it given the job's result (None: nothing)."""
 _Item = tuple[Job, handoff.Waiter, Logged | None]
 
@@ -200,7 +200,7 @@ def _run_batch(db: sqlite3.Connection, batch: list[_Item]) -> None:
 def _logged(items: list[_Item], outcomes: list[handoff.Outcome]) -> list[handoff.Outcome]:
     """Append the records of the successful jobs, one ``write_now`` (one fsync) per log; a
     record that failed fails its job's outcome."""
-    pending: dict[DecisionLog, list[tuple[int, Prepared]]] = {}
+    pending: dict[DecisionLog, list[tuple[int, Admitted]]] = {}
     for i, ((_, _, logged), (_, ok, value)) in enumerate(zip(items, outcomes, strict=True)):
         if logged is None or not ok:
             continue

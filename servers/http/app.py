@@ -1,7 +1,7 @@
 """The runtime's aiohttp application: ``create_app(prepared) -> web.Application``.
 
-Handlers authenticate, decode, ask the :class:`~servers.runtime.Runtime`, encode. There is no
-policy logic here.
+Handlers authenticate, decode, ask the :class:`~servers.runtime.service.Runtime`, encode.
+There is no policy logic here.
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from servers import openapi, wire
-from servers.config import Credential
-from servers.decision_log import DecisionLog, read_records
-from servers.executor import ExecutorClient, new_transport
-from servers.prepare import Prepared
-from servers.records import iso
-from servers.runtime import Runtime
-from servers.store import Store
-from servers.wire import HttpError, json_response
+from servers.config.files import Credential
+from servers.executor.client import ExecutorClient, new_transport
+from servers.http import openapi, wire
+from servers.http.wire import error_response, json_response
+from servers.log.decision_log import DecisionLog, read_records
+from servers.runtime.errors import HttpError
+from servers.runtime.events import iso
+from servers.runtime.service import Runtime
+from servers.runtime.startup import Prepared
+from servers.store.dispatch import Store
 
 LOG = logging.getLogger("seif.runtime")
 RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
@@ -49,15 +50,15 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise HttpError(413, "TOO_LARGE", f"the body exceeds {wire.MAX_BODY_BYTES} bytes")
         return await handler(request)
     except HttpError as exc:
-        return exc.response()
+        return error_response(exc)
     except web.HTTPException as exc:
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(
             exc.status, "HTTP_ERROR"
         )
-        return HttpError(exc.status, code, exc.reason or code.lower()).response()
+        return error_response(HttpError(exc.status, code, exc.reason or code.lower()))
     except Exception as exc:  # a bug, never a client's doing: say nothing about the data
         LOG.error("internal error in %s %s: %s", request.method, request.path, type(exc).__name__)
-        return HttpError(500, "INTERNAL", "internal error").response()
+        return error_response(HttpError(500, "INTERNAL", "internal error"))
 
 
 def _credential(request: web.Request, scope: str | None) -> Credential:

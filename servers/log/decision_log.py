@@ -33,19 +33,20 @@ from typing import Any, BinaryIO
 import cbor2
 
 from policy.canonical import EncodingError, canonical_cbor
-from servers import handoff, log_record
-from servers.log_record import (
+from servers.log import encoding
+from servers.log.encoding import (
     ENVELOPE,
     EVENTS,
     FORBIDDEN_FIELDS,
     FORMAT_VERSION,
+    Admitted,
     DecisionLogError,
     Fragment,
-    Prepared,
     encoded,
     fragment,
     record_fields_allowed,
 )
+from servers.support import handoff
 
 __all__ = [
     "ENVELOPE",
@@ -55,9 +56,9 @@ __all__ = [
     "DecisionLog",
     "DecisionLogError",
     "Fragment",
-    "Prepared",
+    "Admitted",
     "fragment",
-    "prepare",
+    "admit",
     "read_records",
     "record_fields_allowed",
 ]
@@ -69,12 +70,12 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def prepare(record: Mapping[str, Any]) -> Prepared:
+def admit(record: Mapping[str, Any]) -> Admitted:
     """Check a record now (``at`` defaults to the wall clock), to be written later by
-    :meth:`DecisionLog.write_now` or :meth:`DecisionLog.append_prepared`: a refused record
+    :meth:`DecisionLog.write_now` or :meth:`DecisionLog.append_admitted`: a refused record
     raises :class:`DecisionLogError` here, before anything is written anywhere (see
-    :mod:`servers.log_record`)."""
-    return log_record.prepare(record, _now_ms())
+    :mod:`servers.log.encoding`)."""
+    return encoding.admit(record, _now_ms())
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,7 @@ class _Scan:
     torn: int
 
 
-_Item = tuple[Prepared, "asyncio.Future[int]"]
+_Item = tuple[Admitted, "asyncio.Future[int]"]
 
 
 class DecisionLog:
@@ -147,7 +148,7 @@ class DecisionLog:
         the wall clock) and return its ``seq``, durable as ``fsync_every`` says: the caller
         waits for an fsync covering it, its own or one another appender is running. Refuses
         forbidden keys, values that are not JSON, and a caller-set ``v`` or ``seq``."""
-        fields = prepare(record)
+        fields = admit(record)
         with self._lock:
             if self._closed:
                 raise DecisionLogError(f"decision log `{self.path}` is closed")
@@ -162,10 +163,10 @@ class DecisionLog:
         seq is returned once the record is durable as ``fsync_every`` says. One fsync covers
         every record that thread wrote before it, and one wake-up of the loop answers them
         all. A cancelled caller's record is written all the same."""
-        return await self.append_prepared(prepare(record))
+        return await self.append_admitted(admit(record))
 
-    async def append_prepared(self, prepared: Prepared) -> int:
-        """:meth:`append_async` of a record checked already by :func:`prepare`."""
+    async def append_admitted(self, prepared: Admitted) -> int:
+        """:meth:`append_async` of a record checked already by :func:`admit`."""
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         with self._lock:
             if self._closed:
@@ -183,7 +184,7 @@ class DecisionLog:
             self._queue.put((prepared, done))
         return await done
 
-    def _write_fields(self, fields: Prepared) -> int:
+    def _write_fields(self, fields: Admitted) -> int:
         """Encode with the next seq and write; holding ``_lock``."""
         seq = self._seq + 1
         self._write(encoded(fields, seq))
@@ -215,7 +216,7 @@ class DecisionLog:
             os.fsync(self._fd)
             self._synced = max(self._synced, written)
 
-    def write_now(self, records: list[Prepared]) -> list[int | Exception]:
+    def write_now(self, records: list[Admitted]) -> list[int | Exception]:
         """Write prepared records in order, from the calling thread, then fsync once as
         ``fsync_every`` says; per record its seq, or the exception that kept it out (a full
         disk; a closed log). A failed fsync fails every record of the call."""

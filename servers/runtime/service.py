@@ -20,15 +20,15 @@ from policy.disclosure import Disclosure, disclose, disclosure_context
 from policy.ir import Project, Tool
 from policy.jsonvalue import thaw
 from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
-from servers import records
-from servers.config import Bindings
-from servers.decision_log import DecisionLog, Prepared, prepare
-from servers.executor import ExecutorClient, execute_body, idempotency_key
-from servers.observing import Observer
-from servers.resolved import ResolvedCache
-from servers.runtime_types import IntentsView, Pending, Seen, keep
-from servers.store import ApprovalRow, ContextRow, IntentRow, Store
-from servers.wire import HttpError
+from servers.config.files import Bindings
+from servers.executor.client import ExecutorClient, execute_body, idempotency_key
+from servers.executor.observing import Observer
+from servers.log.decision_log import Admitted, DecisionLog, admit
+from servers.runtime import events
+from servers.runtime.errors import HttpError
+from servers.runtime.resolved import ResolvedCache
+from servers.runtime.values import IntentsView, Pending, Seen, keep
+from servers.store.dispatch import ApprovalRow, ContextRow, IntentRow, Store
 
 Clock = Callable[[], int]
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
@@ -74,9 +74,9 @@ class Runtime:
 
     def _prepared(
         self, event: str, ref: str | None, coords: Mapping[str, Any], **kw: Any
-    ) -> Prepared:
+    ) -> Admitted:
         """A record checked now, for the store to log right after its write commits."""
-        return prepare(self._record(event, ref, coords, **kw))
+        return admit(self._record(event, ref, coords, **kw))
 
     def _record(
         self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
@@ -87,7 +87,7 @@ class Runtime:
             "build": self.build.digest,
             "environment": self.bindings.environment,
             "bindingRevision": self.bindings.revision,
-            "coordinates": records.coordinates_field(coords),
+            "coordinates": events.coordinates_field(coords),
             **fields,
         }
         if context_ref is not None:
@@ -123,12 +123,12 @@ class Runtime:
             disclosure=found.summary,
         )
         if context_ref is None:
-            await self.log.append_prepared(disclosed)
+            await self.log.append_admitted(disclosed)
             raise HttpError(
                 409,
                 "RESOLUTION_BLOCKED",
                 "the resolution is blocked; see causes",
-                **{k: v for k, v in records.blocked_payload(disclosure).items() if k != "error"},
+                **{k: v for k, v in events.blocked_payload(disclosure).items() if k != "error"},
             )
         expires_at = now + CONTEXT_TTL_MS
         row = ContextRow(
@@ -161,7 +161,7 @@ class Runtime:
 
     def _resolved_state(self, row: ContextRow) -> ContextState:
         """The context as resolved, before any call: immutable, so kept (at most
-        :data:`~servers.runtime_types.KEPT` of them, the oldest dropped first)."""
+        :data:`~servers.runtime.values.KEPT` of them, the oldest dropped first)."""
         found = self._states.get(row.context_ref)
         if found is None:
             disclosure = self._disclosed.pop(row.context_ref, None)
@@ -230,9 +230,9 @@ class Runtime:
                 self.clock(),
             )
         await self._log(
-            "DENIED", row.context_ref if row else None, coords, **records.decision_fields(decision)
+            "DENIED", row.context_ref if row else None, coords, **events.decision_fields(decision)
         )
-        return records.receipt(
+        return events.receipt(
             call.call_id, call.tool, "DENIED", reason=decision.reason, decision=decision
         )
 
@@ -243,11 +243,11 @@ class Runtime:
             try:
                 await asyncio.wait_for(event.wait(), timeout=tool.timeout_ms / 1000)
             except TimeoutError:
-                return records.receipt(
+                return events.receipt(
                     call.call_id, call.tool, "UNKNOWN", duplicate=True, reason="IN_FLIGHT"
                 )
         status, reason = self._intent_status(row.context_ref, call.call_id)
-        return records.receipt(call.call_id, call.tool, status, reason=reason, duplicate=True)
+        return events.receipt(call.call_id, call.tool, status, reason=reason, duplicate=True)
 
     def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
         for intent in self.store.intents(context_ref):
@@ -281,7 +281,7 @@ class Runtime:
             decide=still_allowed,
             seen=seen.intents,
             record=self._prepared(
-                "INTENT", row.context_ref, row.coordinates, **records.decision_fields(decision)
+                "INTENT", row.context_ref, row.coordinates, **events.decision_fields(decision)
             ),
         )
         if inserted and existing is not None:
@@ -329,7 +329,7 @@ class Runtime:
             idempotency_key(self.build.digest, row.context_ref, call.call_id),
             {
                 "build": self.build.digest,
-                **records.coordinates(row.coordinates),
+                **events.coordinates(row.coordinates),
                 "context": row.context_ref,
             },
         )
@@ -375,7 +375,7 @@ class Runtime:
         ):
             self._intents.completed(row.context_ref, call.call_id, status, reason, now)
         ok = status == "SUCCEEDED"
-        return records.receipt(
+        return events.receipt(
             call.call_id,
             call.tool,
             status,
@@ -447,7 +447,7 @@ class Runtime:
             expiresAt=approval.expires_at,
         )
         await self.store.save_approval_async(stored, record=approved)  # saved, then logged
-        return {"approvalId": approval_id, "expiresAt": records.iso(approval.expires_at)}
+        return {"approvalId": approval_id, "expiresAt": events.iso(approval.expires_at)}
 
     def pending_calls(self) -> list[dict[str, Any]]:
         now = self.clock()
@@ -460,7 +460,7 @@ class Runtime:
             if row is None or now >= row.expires_at or dispatched:
                 self.pending.pop(key, None)
                 continue
-            out.append(records.pending_call(item, context_expires_at=row.expires_at))
+            out.append(events.pending_call(item, context_expires_at=row.expires_at))
         return out
 
     async def report(self, request: Mapping[str, Any]) -> None:

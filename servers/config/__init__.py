@@ -1,0 +1,3 @@
+"""Start-up: the credentials and bindings files, the approval token, and everything checked before
+serving.
+"""

@@ -1,0 +1,1 @@
+"""The decision log: an append-only CBOR sequence, and what a record may hold."""

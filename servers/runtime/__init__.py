@@ -1,0 +1,1 @@
+"""The runtime's service layer: resolve, execute, approve; the events it logs and answers."""
