@@ -14,8 +14,9 @@ Four kinds of process, all on loopback, each started here as a subprocess:
   duration, whichever comes first, after a warm-up that is not counted.
 
 The same load generator measures, in one run: the bare handler, ``POST /v1/context/resolve``
-(objective ``learner``, consumer ``tutor-app``: every resolve refreshes the observations of its
-two candidate tools with ``describe``), and ``POST /v1/context/tools/execute`` (``inspect-context``
+(objective ``learner``, consumer ``tutor-app``, a distinct random ``traceId`` per request as
+applications send: every resolve refreshes the observations of its two candidate tools with
+``describe``), and ``POST /v1/context/tools/execute`` (``inspect-context``
 with distinct callIds, three per context as the tool's ``maxCalls`` allows, the contexts being
 those the resolve phase made; each execute probes ``describe``, commits its intent, dispatches
 to the executor and completes its receipt). Every answer is checked (a 200, a contextRef, a
@@ -97,7 +98,15 @@ OBJECTIVE, CONSUMER = "learner", "tutor-app"
 TOOL = "inspect-context"
 ARGUMENTS = {"ref": "course/data-literacy/module-2/lesson-3"}
 PATHS = {"bare": "/echo", "resolve": "/v1/context/resolve", "execute": "/v1/context/tools/execute"}
-RESOLVE_BODY = json.dumps({"objective": OBJECTIVE, "consumer": CONSUMER}).encode()
+_RESOLVE_HEAD = json.dumps({"objective": OBJECTIVE, "consumer": CONSUMER})[:-1].encode()
+
+
+def resolve_body(_i: int) -> bytes:
+    """A resolve request with its own ``traceId``, as an application sends one per request: a
+    random W3C trace id (32 hex digits)."""
+    return _RESOLVE_HEAD + b', "traceId": "' + os.urandom(16).hex().encode() + b'"}'
+
+
 RESOLVE_GOAL = 0.5
 """Resolve must reach at least this fraction of the bare handler's rate."""
 EXECUTE_GOAL_RPS = 1_000
@@ -351,7 +360,7 @@ async def _resolve_contexts(session: Any, url: str, count: int, connections: int
     found = await _phase(
         session,
         url + PATHS["resolve"],
-        lambda _i: RESOLVE_BODY,
+        resolve_body,
         range(count),
         connections,
         3600.0,
@@ -384,7 +393,7 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
                 contexts += await _resolve_contexts(session, args.url, need, args.connections)
                 resolved_untimed = need
 
-            def body_for(i: int) -> bytes:
+            def execute_body(i: int) -> bytes:
                 call = {
                     "contextRef": contexts[i // per],
                     "tool": TOOL,
@@ -393,12 +402,10 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 return json.dumps(call, separators=(",", ":")).encode()
 
+            body_for: Callable[[int], bytes] = execute_body
             check: Check = _check_execute
         else:
-
-            def body_for(i: int) -> bytes:
-                return RESOLVE_BODY
-
+            body_for = resolve_body
             check = _check_ok if args.mode == "bare" else _check_resolve(refs)
         url = args.url + PATHS[args.mode]
         warm = await _phase(
@@ -1068,31 +1075,31 @@ def profile(requests: int = 6_000, top: int = 30, mode: str = "execute") -> None
 
 
 SUMMARY_LOOP = (
-    ("loop: POST execute handler", "servers/app.py", "execute"),
-    ("loop: Runtime.execute", "servers/runtime.py", "execute"),
-    ("loop:   context_row + state_of (store reads)", "servers/runtime.py", "state_of"),
+    ("loop: POST execute handler", "servers/http/app.py", "execute"),
+    ("loop: Runtime.execute", "servers/runtime/service.py", "execute"),
+    ("loop:   context_row + state_of (store reads)", "servers/runtime/service.py", "state_of"),
     ("loop:   engine decide (all calls)", "policy/decision.py", "decide"),
-    ("loop:   Runtime._dispatch", "servers/runtime.py", "_dispatch"),
-    ("loop:   Runtime._run (probe, dispatch, complete)", "servers/runtime.py", "_run"),
-    ("loop:   Runtime._complete", "servers/runtime.py", "_complete"),
-    ("loop: Store._query (reads, lock waits included)", "servers/store.py", "_query"),
-    ("loop: DecisionLog.append", "servers/decision_log.py", "append"),
+    ("loop:   Runtime._dispatch", "servers/runtime/service.py", "_dispatch"),
+    ("loop:   Runtime._run (probe, dispatch, complete)", "servers/runtime/service.py", "_run"),
+    ("loop:   Runtime._complete", "servers/runtime/service.py", "_complete"),
+    ("loop: Store._query (reads, lock waits included)", "servers/store/dispatch.py", "_query"),
+    ("loop: DecisionLog.append", "servers/log/decision_log.py", "append"),
     ("loop:   os.fsync", "~", "<built-in method posix.fsync>"),
-    ("loop: ExecutorClient.execute", "servers/executor.py", "execute"),
-    ("loop: ExecutorClient.describe", "servers/executor.py", "describe"),
-    ("loop: Runtime.resolve", "servers/runtime.py", "resolve"),
+    ("loop: ExecutorClient.execute", "servers/executor/client.py", "execute"),
+    ("loop: ExecutorClient.describe", "servers/executor/client.py", "describe"),
+    ("loop: Runtime.resolve", "servers/runtime/service.py", "resolve"),
     ("loop:   disclose", "policy/disclosure.py", "disclose"),
-    ("loop:   Observer.observe_all (describe refresh)", "servers/observing.py", "observe_all"),
-    ("loop: json_response (encode)", "servers/wire.py", "json_response"),
+    ("loop:   Observer.observe_all (describe)", "servers/executor/observing.py", "observe_all"),
+    ("loop: json_response (encode)", "servers/http/wire.py", "json_response"),
     ("loop: canonical_cbor", "policy/canonical.py", "canonical_cbor"),
-    ("loop: record_fields_allowed", "servers/decision_log.py", "record_fields_allowed"),
+    ("loop: record_fields_allowed", "servers/log/encoding.py", "record_fields_allowed"),
     ("loop: epoll (idle or waiting on sockets)", "~", "<method 'poll' of 'select.epoll' objects>"),
 )
 SUMMARY_THREADS = (
-    ("threads: Store.begin_intent", "servers/store.py", "begin_intent"),
-    ("threads: Store.complete_intent", "servers/store.py", "complete_intent"),
-    ("threads: Store.save_context", "servers/store.py", "save_context"),
-    ("threads: Store._write (lock waits)", "servers/store.py", "_write"),
+    ("threads: Store.begin_intent", "servers/store/dispatch.py", "begin_intent"),
+    ("threads: Store.complete_intent", "servers/store/dispatch.py", "complete_intent"),
+    ("threads: Store.save_context", "servers/store/dispatch.py", "save_context"),
+    ("threads: Store._write (lock waits)", "servers/store/dispatch.py", "_write"),
     (
         "threads: sqlite3 execute (COMMIT fsyncs)",
         "~",

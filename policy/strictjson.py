@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from policy.canonical import escape_pointer_token
 from policy.jsonvalue import JsonValue, iter_strings
 
 MAX_DEPTH = 64
@@ -238,14 +239,9 @@ def _encodable(text: str) -> bool:
 # ---------------------------------------------------------------- the pointer walker
 
 
-def escape_token(token: str | int) -> str:
-    """One JSON pointer reference token (RFC 6901: ``~`` as ``~0``, ``/`` as ``~1``)."""
-    text = str(token)
-    return text.replace("~", "~0").replace("/", "~1") if ("~" in text or "/" in text) else text
-
-
 def join_pointer(pointer: str, token: str | int) -> str:
-    return f"{pointer}/{escape_token(token)}"
+    """``pointer`` extended by one reference token (RFC 6901 escaping)."""
+    return f"{pointer}/{escape_pointer_token(token)}"
 
 
 def walk(value: JsonValue) -> Iterator[tuple[str, str | int | None, JsonValue, int]]:

@@ -49,10 +49,44 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--require-turn", action="store_true")
+    serve.add_argument(
+        "--max-connections",
+        type=_at_least_one,
+        default=1024,
+        metavar="N",
+        help="client connections open at once (default 1024)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=_header_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="time for a connection to send a request's headers, at most 10 (default 10)",
+    )
     serve.set_defaults(run=_serve)
     add_replay_parsers(sub)  # `seif trace export`, `seif replay`
     add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
     return parser
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text[:32]}` is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _header_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text[:32]}` is not a number") from None
+    if not 0 < value <= 10:  # the spec's bound, in seconds
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 10 seconds")
+    return value
 
 
 def _serve(args: argparse.Namespace) -> int:

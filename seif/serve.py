@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -17,10 +18,13 @@ from compiler.diagnostics import CompileError
 from seif.output import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, warn
 from servers.config.files import ConfigError
 from servers.http.app import create_app
+from servers.http.serving import HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedSite, Limits
 from servers.runtime.startup import Prepared, prepare
-from servers.store.datadir import DataDirLocked
+from servers.store.datadir import DataDirError, DataDirLocked
 
 T = TypeVar("T")
+RESERVED_DESCRIPTORS = 64
+"""File descriptors kept for what is not a connection: stdio, the store, the log, the lock."""
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -42,10 +46,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             warn(f"{p.file}:{p.pointer}: {p.code}: {p.message}")
         return EXIT_USAGE
     except DataDirLocked as exc:
-        warn(f"{args.data}: DATA_DIR_LOCKED: owned by pid {exc.pid} on host `{exc.host}`")
+        warn(f"{args.data}: DATA_DIR_LOCKED: {exc.message}")
         return EXIT_LOCKED
+    except DataDirError as exc:  # damage or loss found at start: nothing was changed
+        warn(f"{exc.file}: {exc.code}: {exc.message}")
+        if exc.remedy:
+            warn(f"{exc.file}: remedy: {exc.remedy}")
+        return EXIT_USAGE
     try:
-        run_loop(_serve(prepared, args.host, args.port))
+        run_loop(_serve(prepared, args.host, args.port, _limits(args)))
     except OSError as exc:
         warn(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return EXIT_USAGE
@@ -81,12 +90,50 @@ def _quiet_http_layer() -> None:
         logging.getLogger(name).addFilter(_WithheldDetails())
 
 
-async def _serve(prepared: Prepared, host: str, port: int) -> None:
+def _limits(args: argparse.Namespace) -> Limits:
+    """The connection limits asked for (``seif.cli`` checked their ranges), the connection
+    limit lowered to what the process's file-descriptor limit can hold."""
+    wanted = Limits(
+        header_timeout_s=getattr(args, "header_timeout", None) or HEADER_TIMEOUT_S,
+        max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
+    )
+    fits = _descriptors_for(wanted.max_connections)
+    if fits < wanted.max_connections:
+        warn(
+            f"--max-connections lowered to {fits}: the file-descriptor limit (ulimit -Hn) "
+            f"holds no more (each connection may also need one to its executor)"
+        )
+        return replace(wanted, max_connections=fits)
+    return wanted
+
+
+def _descriptors_for(connections: int) -> int:
+    """Raise the soft file-descriptor limit towards what ``connections`` client connections
+    and as many executor connections need; the connections it then holds."""
+    try:
+        import resource  # noqa: PLC0415 -- POSIX only: Windows has no such limit to raise
+    except ImportError:
+        return connections
+    need = 2 * connections + RESERVED_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (OSError, ValueError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return connections
+    return max(1, (soft - RESERVED_DESCRIPTORS) // 2)
+
+
+async def _serve(prepared: Prepared, host: str, port: int, limits: Limits) -> None:
     _quiet_http_layer()
     runner = web.AppRunner(create_app(prepared), access_log=None)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = GuardedSite(runner, host, port, limits)
         await site.start()
         bound = runner.addresses[0]
         shown = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]

@@ -36,6 +36,7 @@ from compiler.build import write_build
 from policy.ir import Project
 from policy.strictjson import loads
 from servers.http.app import create_app
+from servers.http.serving import GuardedSite, Limits
 from servers.runtime.startup import Clock, Prepared, prepare, wall_clock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -455,3 +456,54 @@ def run_async(coro: Awaitable[T]) -> T:
         return await coro
 
     return asyncio.run(wrapped())
+
+
+# --- the production listener (connection limits, header deadline) ----------------------------
+
+
+@dataclass
+class Guarded:
+    """A runtime app served by :class:`~servers.http.serving.GuardedSite`, as `seif serve`
+    serves it."""
+
+    url: str
+    host: str
+    port: int
+    site: GuardedSite
+
+
+@asynccontextmanager
+async def serving_guarded(app: web.Application, limits: Limits) -> AsyncIterator[Guarded]:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = GuardedSite(runner, HOST, 0, limits)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        yield Guarded(f"http://{HOST}:{port}", HOST, port, site)
+    finally:
+        await runner.cleanup()
+
+
+@asynccontextmanager
+async def guarded_stack(root: Path, limits: Limits) -> AsyncIterator[tuple[Stack, Guarded]]:
+    """:func:`running_stack`, with the runtime served under ``limits``."""
+    executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
+    async with serving(executor_app) as executor_url:
+        config = write_config(root, executor_url)
+        prepared = prepare(
+            build_dir=config.build,
+            bindings_path=config.bindings,
+            credentials_path=config.credentials,
+            data_dir=config.data,
+            env=ENV,
+        )
+        try:
+            async with (
+                serving_guarded(create_app(prepared), limits) as guarded,
+                aiohttp.ClientSession() as http,
+            ):
+                stack = Stack(guarded.url, executor_url, executor_app, prepared, config, http)
+                yield stack, guarded
+        finally:
+            prepared.data.close()

@@ -259,3 +259,85 @@ def test_cli_style_refusal_message(tmp_path: Path, holder: subprocess.Popen[str]
     assert done.returncode == 3
     assert f"pid {holder.pid}" in done.stdout
     assert socket.gethostname() in done.stdout
+
+
+# --- the lock on the directory itself, and what closes before it is released -----------------
+
+
+def test_unlinked_owner_lock_does_not_free_the_directory(
+    tmp_path: Path, holder: subprocess.Popen[str]
+) -> None:
+    """With the path's lock gone (``owner.lock`` unlinked under a live owner), the lock on
+    the directory still refuses a second owner; the refused one creates no new file."""
+    (tmp_path / "data" / OWNER_LOCK).unlink()
+    with pytest.raises(DataDirLocked) as info:
+        DataDir.open(tmp_path / "data")
+    assert (info.value.pid, info.value.code) == (0, "DATA_DIR_LOCKED")
+    assert "missing or unreadable" in str(info.value)
+    assert not (tmp_path / "data" / OWNER_LOCK).exists()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with DataDir.open(tmp_path / "data"):  # the owner's death releases both locks
+        assert loads((tmp_path / "data" / OWNER_LOCK).read_text())["pid"] == os.getpid()
+
+
+def test_the_directory_itself_is_flocked(tmp_path: Path) -> None:
+    with DataDir.open(tmp_path):
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on close
+    finally:
+        os.close(fd)
+
+
+def test_an_owner_holding_only_owner_lock_still_refuses(tmp_path: Path) -> None:
+    """A runtime of an earlier version locks only ``owner.lock``: still one owner."""
+    fd = os.open(tmp_path / OWNER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
+        with pytest.raises(DataDirLocked):
+            DataDir.open(tmp_path)
+        probe = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:  # the refused open released the directory's lock it had taken
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    finally:
+        os.close(fd)
+
+
+def test_on_close_runs_last_registered_first_before_the_release(tmp_path: Path) -> None:
+    order: list[str] = []
+    data = DataDir.open(tmp_path)
+
+    def closing(name: str) -> None:
+        with pytest.raises(DataDirLocked):  # still owned while the closers run
+            DataDir.open(tmp_path)
+        order.append(name)
+        if name == "store":
+            raise RuntimeError("a closer failed")
+
+    data.on_close(lambda: closing("log"))
+    data.on_close(lambda: closing("store"))
+    with pytest.raises(RuntimeError, match="failed"):
+        data.close()
+    assert order == ["store", "log"]  # the failure did not keep the others from running
+    assert data.closed
+    DataDir.open(tmp_path).close()  # released all the same
+
+
+def test_key_refusals_are_typed_with_a_remedy(tmp_path: Path) -> None:
+    key = tmp_path / RUNTIME_KEY
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o644)
+    with DataDir.open(tmp_path) as data, pytest.raises(DataDirError) as info:
+        data.runtime_key()
+    assert (info.value.code, info.value.file) == ("KEY_INVALID", key)
+    assert "0644" in info.value.message and "chmod 600" in info.value.remedy

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import random
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,11 @@ from policy.canonical import canonical_cbor
 from servers.log import encoding
 from servers.log.decision_log import (
     EVENTS,
+    DamagedRecord,
     DecisionLog,
     DecisionLogError,
+    LogScan,
+    admit,
     fragment,
     read_records,
     record_fields_allowed,
@@ -397,3 +401,96 @@ def test_a_fragment_is_taken_only_under_its_own_field(path: Path) -> None:
     assert fragment("observations", {"token": {"state": "READY"}}).field == "observations"
     with pytest.raises(DecisionLogError, match="not encodable at `/disclosure/a`"):
         fragment("disclosure", {"a": float("nan")})
+
+
+# --- garbage at the end, and the traces index -------------------------------------------------
+
+
+@pytest.mark.parametrize("garbage", [b"garbage!", b"\x00", b"\x9b\x00\x00", b"\x7f\x61"])
+def test_garbage_at_the_end_is_damage_not_a_torn_tail(path: Path, garbage: bytes) -> None:
+    """A torn record starts like a record (a map header); other bytes at the end, even when
+    they decode as the start of some other CBOR item, are refused and left in place."""
+    with DecisionLog.open(path) as log:
+        log.append({"event": "INTENT", "tool": "t"})
+    whole = path.read_bytes() + garbage
+    path.write_bytes(whole)
+    with pytest.raises(DamagedRecord) as info:
+        DecisionLog.open(path)
+    assert info.value.offset == len(whole) - len(garbage)
+    with pytest.raises(DecisionLogError):
+        list(read_records(path))
+    assert path.read_bytes() == whole
+
+
+def test_accept_sees_the_pass_before_the_torn_tail_is_cut(path: Path) -> None:
+    with DecisionLog.open(path) as log:
+        log.append({"event": "INTENT", "tool": "t"})
+        log.append({"event": "RESULT", "status": "SUCCEEDED"})
+    whole, last = path.read_bytes(), _raw_items(path)[-1]
+    path.write_bytes(whole[:-3])
+
+    def refuse(scan: LogScan) -> None:
+        torn = len(last) - 3
+        assert (scan.records, scan.last_seq, scan.torn) == (1, 1, torn)
+        raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        DecisionLog.open(path, accept=refuse)
+    assert path.read_bytes() == whole[:-3]  # nothing cut
+
+
+def _random_record(rng: random.Random, refs: list[Any]) -> dict[str, Any]:
+    record: dict[str, Any] = {"event": rng.choice(sorted(EVENTS)), "n": rng.randrange(10**6)}
+    ref = rng.choice(refs)
+    if ref is not None:
+        record["contextRef"] = ref
+    if rng.random() < 0.3:
+        record["blob"] = "x" * rng.randrange(1, 300)
+    return record
+
+
+def test_trace_is_exactly_read_records_filtered(path: Path) -> None:
+    """Across a reopen (the index built during the pass at open) and every way of appending
+    (``append``, ``write_now``, ``append_async``), a trace is the filtered full read."""
+    rng = random.Random(11)
+    refs: list[Any] = ["ctx_a", "ctx_b", "ctx_c", None, 7, "", "ctx_é"]
+    with DecisionLog.open(path, fsync_every=0) as log:
+        for _ in range(300):
+            log.append(_random_record(rng, refs))
+    with DecisionLog.open(path, fsync_every=0) as log:
+        log.write_now([admit(_random_record(rng, refs)) for _ in range(200)])
+
+        async def more() -> None:
+            await asyncio.gather(*(log.append_async(_random_record(rng, refs)) for _ in range(50)))
+
+        asyncio.run(more())
+        log.append(_random_record(rng, refs))
+        everything = list(read_records(path))
+        for ref in [r for r in refs if isinstance(r, str)] + ["ctx_unknown"]:
+            expected = [r for r in everything if r.get("contextRef") == ref]
+            assert log.trace(ref) == expected, ref
+        assert sum(len(log.trace(r)) for r in refs if isinstance(r, str)) > 300
+
+
+def test_trace_async_renders_off_the_loop_thread(path: Path) -> None:
+    with DecisionLog.open(path) as log:
+        log.append({"event": "DENIED", "contextRef": "ctx_1"})
+        loop_thread = threading.get_ident()
+
+        def render(events: list[dict[str, Any]]) -> tuple[int, int]:
+            return len(events), threading.get_ident()
+
+        count, rendered_in = asyncio.run(log.trace_async("ctx_1", render))
+        assert count == 1 and rendered_in != loop_thread
+    with pytest.raises(DecisionLogError, match="closed"):
+        log.trace("ctx_1")
+
+
+def test_a_log_changed_under_its_writer_fails_the_trace(path: Path) -> None:
+    with DecisionLog.open(path) as log:
+        log.append({"event": "DENIED", "contextRef": "ctx_1"})
+        log.append({"event": "DENIED", "contextRef": "ctx_2"})
+        whole = path.read_bytes()
+        path.write_bytes(whole.replace(b"ctx_1", b"ctx_9"))  # same length, another context
+        with pytest.raises(DamagedRecord, match="changed"):
+            log.trace("ctx_1")

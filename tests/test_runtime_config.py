@@ -617,6 +617,14 @@ BINDING_REFUSALS: list[tuple[str, Any, str, str]] = [
     ("maxBytes zero", with_tool(maxBytes=0), "OUT_OF_RANGE", TOOL + "/maxBytes"),
     ("maxBytes too high", with_tool(maxBytes=1048577), "OUT_OF_RANGE", TOOL + "/maxBytes"),
     ("maxBytes fractional", with_tool(maxBytes=1.5), "WRONG_TYPE", TOOL + "/maxBytes"),
+    ("caFile missing", with_tool(caFile="absent.pem"), "CA_FILE_UNREADABLE", TOOL + "/caFile"),
+    ("caFile not PEM", with_tool(caFile="config.json"), "CA_FILE_INVALID", TOOL + "/caFile"),
+    (
+        "caFile on http",
+        with_tool(endpoint="http://127.0.0.1:9000/x", caFile="config.json"),
+        "CA_FILE_HTTP_REFUSED",
+        TOOL + "/caFile",
+    ),
     (
         "trace key registry",
         with_root(traceKeyRef="env:SEIF_REGISTRY_TRACE"),

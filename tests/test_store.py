@@ -17,6 +17,7 @@ import pytest
 from policy import Call, ContextState, decide, disclose
 from policy.canonical import EncodingError, canonical_cbor
 from policy.state import fingerprint
+from servers.log.decision_log import DecisionLog
 from servers.store.dispatch import (
     FAILED,
     INTERRUPTED,
@@ -28,6 +29,7 @@ from servers.store.dispatch import (
     ContextRow,
     IntentRow,
     Store,
+    StoreDamaged,
     StoreError,
     TurnRow,
 )
@@ -89,7 +91,7 @@ def _race(n: int, work: Callable[[int], Claim]) -> list[Claim]:
 def test_pragmas_and_schema_version(store: Store, tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "dispatch.sqlite")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     db.close()
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert (tmp_path / "dispatch.sqlite").stat().st_mode & 0o077 == 0
@@ -406,6 +408,7 @@ EXPECTED_COLUMNS = {
         "approver_id",
     ],
     "turns": ["turn_id", "credential_id", "expires_at", "outcome"],
+    "log_mark": ["id", "seq"],
 }
 RAW_WORDS = {"argument", "arguments", "args", "output", "result", "secret", "token", "text", "body"}
 
@@ -664,9 +667,9 @@ def test_group_commit_waits_only_while_writes_come_fast(
     sizes: list[int] = []
     real = store_writer._run_batch
 
-    def counting(db: sqlite3.Connection, batch: list[object]) -> None:
+    def counting(db: sqlite3.Connection, batch: list[object], on_batch: object = None) -> None:
         sizes.append(len(batch))
-        real(db, batch)  # type: ignore[arg-type]  # the writer's own items, passed through
+        real(db, batch, on_batch)  # type: ignore[arg-type]  # the writer's own, passed through
 
     monkeypatch.setattr(store_writer, "_run_batch", counting)
     monkeypatch.setattr(store_writer, "QUIET_S", 0.2)
@@ -696,3 +699,79 @@ def test_group_commit_waits_only_while_writes_come_fast(
     finally:
         writer.close()
         db.close()
+
+
+# --- damage found at open, and the mark of the decision log ---------------------------------
+
+
+def _filled(path: Path) -> None:
+    s = Store.open(path)
+    for i in range(300):
+        s.save_context(_context(f"ctx_{i}"))
+    s.close()
+
+
+@pytest.mark.parametrize("where", ["header", "page 2", "last page"])
+def test_a_damaged_file_is_refused_at_open(tmp_path: Path, where: str) -> None:
+    path = tmp_path / "dispatch.sqlite"
+    _filled(path)
+    data = bytearray(path.read_bytes())
+    start = {"header": 0, "page 2": 4096, "last page": len(data) - 4096}[where]
+    data[start : start + 4096] = bytes(range(256)) * 16
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreDamaged):
+        Store.open(path)
+    assert path.read_bytes() == bytes(data)  # never repaired
+
+
+def test_a_busy_store_is_not_called_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "dispatch.sqlite"
+    Store.open(path).close()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError) as info:
+            Store.open(path, busy_timeout_ms=50)
+        assert not isinstance(info.value, StoreDamaged)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_the_log_mark_follows_durable_records_only(tmp_path: Path) -> None:
+    log = DecisionLog.open(tmp_path / "decisions.cbor", fsync_every=0)  # nothing durable yet
+    s = Store.open(tmp_path / "dispatch.sqlite")
+    s.attach_log(log)
+    log.append({"event": "DENIED"})
+    s.save_context(_context("ctx_1"))
+    assert (s.log_mark, log.durable_seq) == (0, 0)  # written, not synced: not marked
+    log.flush()
+    s.save_context(_context("ctx_2"))  # the next batch marks what is durable before it
+    assert s.log_mark == 1
+    log.append({"event": "DENIED"})
+    log.flush()
+    s.close()  # the last mark at close
+    log.close()
+    reopened = Store.open(tmp_path / "dispatch.sqlite")
+    assert reopened.log_mark == 2
+    reopened.close()
+
+
+def test_schema_1_gets_the_mark_at_0(tmp_path: Path) -> None:
+    path = tmp_path / "dispatch.sqlite"
+    _filled(path)
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE log_mark")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    s = Store.open(path)
+    assert s.log_mark == 0 and s.context("ctx_7") is not None and s.has_rows()
+    s.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer runtime"):
+        Store.open(path)

@@ -41,6 +41,7 @@ from aiohttp import web
 
 from compiler import compile_project
 from policy.ir import Tool
+from policy.strictjson import JsonError, loads
 
 CONTRACT = "context-tool-executor.v1"
 PROJECT = Path(__file__).resolve().parents[2] / "reference" / "agent-tools" / "context-project.json"
@@ -255,9 +256,9 @@ async def _body(request: web.Request) -> dict[str, Any]:
         if len(raw) > MAX_BODY:
             raise Refusal(413, "TOO_LARGE", "the body is too large")
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):
-        raise Refusal(400, "BAD_REQUEST", "the body is not JSON") from None
+        value = loads(bytes(raw))
+    except JsonError as exc:
+        raise Refusal(400, "BAD_REQUEST", f"the body is not strict JSON: {exc}") from None
     if not isinstance(value, dict):
         raise Refusal(400, "BAD_REQUEST", "the body is not a JSON object")
     return value

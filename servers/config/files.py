@@ -12,6 +12,7 @@ import hmac
 import ipaddress
 import os
 import re
+import ssl
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from compiler.parse import parse_json_text, read_text
 from compiler.pointer import join
 from compiler.structure import json_type
 from policy import ir
+from servers.config.tls import CaFileProblem, TrustStores
 
 SCOPES = frozenset({"context.resolve", "tools.execute", "traces.read"})
 APPROVAL_ENV = "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN"
@@ -50,6 +52,7 @@ CODES = frozenset(
     SECRET_REF_REFUSED SECRET_REF_REGISTRY_REFUSED SECRET_REF_SEIF_REFUSED
     ENDPOINT_INVALID ENDPOINT_SCHEME_REFUSED ENDPOINT_USERINFO_REFUSED ENDPOINT_QUERY_REFUSED
     ENDPOINT_FRAGMENT_REFUSED ENDPOINT_HTTP_NOT_LOOPBACK ENDPOINT_SECRET_REQUIRED
+    CA_FILE_UNREADABLE CA_FILE_INVALID CA_FILE_HTTP_REFUSED
     APPROVAL_TOKEN_MISSING APPROVAL_TOKEN_NOT_DISTINCT
     """.split()  # noqa: SIM905  # one word per code reads as a table
 )
@@ -148,6 +151,11 @@ class Binding:
     timeout_ms: int
     max_bytes: int
     secret: str | None = field(default=None, repr=False)
+    ca_file: Path | None = None
+    """The resolved ``caFile``, when the binding names one."""
+    tls: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    """The TLS context of an ``https://`` binding (its ``caFile``'s, else the system trust
+    store's), built once at load and shared by the bindings that trust the same file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,9 +379,10 @@ def load_bindings(
     if "revision" in root:
         revision = check.integer(root["revision"], "/revision", 0, MAX_REVISION)
     tools: dict[str, Binding] = {}
+    trust = TrustStores(Path(path).absolute().parent)  # relative `caFile`s start here
     if "tools" in root and check.object(root["tools"], "/tools", (), None):
         for tool_id, entry in root["tools"].items():
-            binding = _tool_binding(tool_id, entry, project, check)
+            binding = _tool_binding(tool_id, entry, project, check, trust)
             if binding is not None:
                 tools[tool_id] = binding
     trace_key = None
@@ -398,13 +407,16 @@ def _trace_key(value: Any, tools: Mapping[str, Binding], check: _Check) -> bytes
     return key
 
 
-def _tool_binding(tool_id: str, value: Any, project: ir.Project, check: _Check) -> Binding | None:
+def _tool_binding(
+    tool_id: str, value: Any, project: ir.Project, check: _Check, trust: TrustStores
+) -> Binding | None:
     """One tool's binding; the entry of an undeclared tool is checked too, and never bound."""
     pointer, before = join("/tools", tool_id), len(check.problems)
     tool = project.tool(tool_id)
     if tool is None:
         check.error("UNKNOWN_TOOL", pointer, f"tool {_show(tool_id)} is not declared")
-    item = check.object(value, pointer, ("endpoint",), ("secretRef", "timeoutMs", "maxBytes"))
+    optional = ("secretRef", "timeoutMs", "maxBytes", "caFile")
+    item = check.object(value, pointer, ("endpoint",), optional)
     if item is None:
         return None
     secret = None
@@ -427,9 +439,40 @@ def _tool_binding(tool_id: str, value: Any, project: ir.Project, check: _Check) 
     max_bytes: int | None = DEFAULT_MAX_BYTES
     if "maxBytes" in item:
         max_bytes = check.integer(item["maxBytes"], join(pointer, "maxBytes"), 1, MAX_BYTES_LIMIT)
+    ca_file, tls = _trust(item, pointer, endpoint, trust, check)
     if len(check.problems) > before or endpoint is None or timeout is None or max_bytes is None:
         return None
-    return Binding(tool_id, endpoint, timeout, max_bytes, secret)
+    return Binding(tool_id, endpoint, timeout, max_bytes, secret, ca_file, tls)
+
+
+def _trust(
+    item: Mapping[str, Any], pointer: str, endpoint: str | None, trust: TrustStores, check: _Check
+) -> tuple[Path | None, ssl.SSLContext | None]:
+    """The ``caFile`` and TLS context of a binding: the CA file's context when it names one,
+    the system trust store's for an ``https://`` endpoint without one, none for ``http://``."""
+    scheme = _scheme(endpoint)
+    if "caFile" not in item:
+        return None, trust.system() if scheme == "https" else None
+    at = join(pointer, "caFile")
+    text = check.string(item["caFile"], at)
+    if text is None:
+        return None, None
+    if scheme == "http":
+        message = "a `caFile` is for an `https://` endpoint; remove it or use `https://`"
+        check.error("CA_FILE_HTTP_REFUSED", at, message)
+        return None, None
+    try:
+        return trust.ca_file(text)
+    except CaFileProblem as problem:
+        check.error(problem.code, at, problem.message)
+        return None, None
+
+
+def _scheme(endpoint: str | None) -> str | None:
+    try:
+        return urlsplit(endpoint).scheme if endpoint is not None else None
+    except ValueError:  # reported as `ENDPOINT_INVALID`
+        return None
 
 
 def _endpoint_problems(text: str, *, has_secret: bool) -> list[tuple[str, str]]:

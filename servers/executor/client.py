@@ -17,12 +17,14 @@ propagates). Guarantees, whatever the executor does (the transport is
   :class:`Outcome`; the executor's ``error.code`` is kept only when it is a short code.
 
 Status semantics: ``FAILED`` only when the executor said ``ok: false``, the output broke the
-tool's result schema, or nothing was sent: the connection never opened (``CONNECTION_REFUSED``,
-``CONNECT_TIMEOUT`` when the deadline passed while connecting), an invalid endpoint, a request
-that could not be written (``REQUEST_INVALID``: a body that is not JSON, a credential that
-cannot go in a header), a binding of another tool. Everything after the request may have been
-sent (timeout, lost connection, redirect, oversized, invalid or reflecting response) is
-``UNKNOWN``: the action may have happened.
+tool's result schema, or nothing was sent: the connection never opened (``CONNECTION_REFUSED``;
+``CONNECT_TIMEOUT`` when the deadline passed while connecting; ``TLS_UNTRUSTED``,
+``TLS_NAME_MISMATCH`` or ``TLS_FAILED`` when the executor's certificate was refused, before any
+request byte), a kept-alive connection the executor had closed and no new one could open, an
+invalid endpoint, a request that could not be written (``REQUEST_INVALID``: a body that is not
+JSON, a credential that cannot go in a header), a binding of another tool. Everything after the
+request may have been sent (timeout, lost connection, redirect, oversized, invalid or
+reflecting response) is ``UNKNOWN``: the action may have happened.
 
 Cancellation: ``execute`` lets ``asyncio.CancelledError`` through (the request is abandoned), so
 a dispatch must never be awaited bare from a request handler. Either use
@@ -39,6 +41,7 @@ import asyncio
 import hashlib
 import logging
 import re
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -59,7 +62,9 @@ log = logging.getLogger(__name__)
 
 
 class BindingLike(Protocol):
-    """What the client needs of a binding (``servers.config.files.Binding`` has this shape)."""
+    """What the client needs of a binding (``servers.config.files.Binding`` has this shape).
+    A binding may also carry ``tls``, the ``ssl.SSLContext`` of an ``https://`` endpoint
+    (:func:`_tls`); without one the transport trusts the system trust store."""
 
     @property
     def tool(self) -> str: ...
@@ -123,7 +128,9 @@ def execute_body(
 
 
 def new_transport() -> Http1Client:
-    """The executors' transport: keep-alive HTTP/1.1, no proxies, cookies or redirects."""
+    """The executors' transport: keep-alive HTTP/1.1, no proxies, cookies or redirects; TLS
+    with each binding's context (:data:`servers.config.files.Binding.tls`: its ``caFile``'s or
+    the system trust store's, host names verified)."""
     return Http1Client()
 
 
@@ -221,6 +228,13 @@ def _headers(binding: BindingLike, has_body: bool) -> list[tuple[str, str]]:
     if binding.secret:
         headers.append(("Authorization", f"Bearer {binding.secret}"))
     return headers
+
+
+def _tls(binding: BindingLike) -> ssl.SSLContext | None:
+    """The binding's TLS context; None (the transport's system trust store) for a
+    binding-shaped value without one."""
+    tls = getattr(binding, "tls", None)
+    return tls if isinstance(tls, ssl.SSLContext) else None
 
 
 def _unreflected(response: Response, binding: BindingLike) -> Response:
@@ -322,6 +336,7 @@ class ExecutorClient:
                 payload,
                 timeout_s=binding.timeout_ms / 1000,
                 max_bytes=binding.max_bytes,
+                tls=_tls(binding),
             )
         except TransportError as error:
             log.warning("executor %s %s: %s", binding.tool, suffix[1:], error.reason)

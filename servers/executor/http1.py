@@ -6,23 +6,34 @@ client does that and nothing else, which costs a third of what a general client 
 request (``python -m bench runtime``):
 
 - connections are kept alive per origin (scheme, host, port) and reused only after a complete
-  response that allows it; an idle connection is dropped after :data:`IDLE_S` seconds (sooner
-  than common servers' keep-alive timeouts, so that a request rarely meets a connection the
-  server is closing); a request is never retried, on any connection;
+  response that allows it, and only by a request with the same TLS context (an idle connection
+  of another context is closed); an idle connection is dropped after :data:`IDLE_S` seconds
+  (sooner than common servers' keep-alive timeouts);
+- an idle connection is taken for a request only if nothing can be read on its socket: a
+  server's close (FIN, TLS ``close_notify``, reset) that reached this host before the request
+  is written, even one the event loop has not processed yet, sends the request on a fresh
+  connection instead, so it is sent once; if that connection cannot open, the request fails
+  ``unsent``. A request is never retried once written, on any connection: a close that crosses
+  the request in flight is ``CONNECTION_LOST`` (the server may have read it);
 - redirects are never followed: a 3xx is returned with its headers and no body, and the
   connection is closed;
 - no proxy, no cookie, no compression (``Accept-Encoding: identity`` is the caller's), nothing
-  read from the environment; TLS with the system's default verification for ``https``;
+  read from the environment; ``https`` with the caller's TLS context (a binding's ``caFile``)
+  or :func:`servers.config.tls.system_context` (the system trust store), the certificate and
+  the host name verified, TLS 1.2 at least; a failed handshake is ``unsent``
+  (``TLS_UNTRUSTED``, ``TLS_NAME_MISMATCH``, ``TLS_FAILED``): no request byte was written;
 - the response is parsed by ``httptools`` (llhttp); headers are limited to
   :data:`MAX_HEADER_BYTES`, the body to the caller's ``max_bytes`` (a declared length over it
   fails before the body is read);
-- a deadline covers connecting, sending and receiving. :class:`TransportError` says what
-  failed, and whether the request can have left (``unsent``: the connection never opened).
+- a deadline covers connecting (the TLS handshake included), sending and receiving.
+  :class:`TransportError` says what failed, and whether the request can have left (``unsent``:
+  no byte of it was written).
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 from collections import deque
 from dataclasses import dataclass
@@ -31,18 +42,22 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from servers.config.tls import system_context
 from servers.support.memo import remembered
 
 IDLE_S = 15.0
 MAX_HEADER_BYTES = 65536
 MAX_IDLE_PER_ORIGIN = 64
+_NAME_MISMATCH = frozenset({62, 64})  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 
 
 class TransportError(Exception):
-    """``reason``: ``CONNECTION_REFUSED``, ``CONNECT_TIMEOUT``, ``ENDPOINT_INVALID`` or
-    ``REQUEST_INVALID`` (all ``unsent``), ``TIMEOUT``, ``CONNECTION_LOST``, ``TOO_LARGE``,
-    ``INVALID_RESPONSE``. The executor client raises it too, for what it refuses in a response
-    it did receive (``CREDENTIAL_REFLECTED``, ``INVALID_RESPONSE``)."""
+    """``reason``: ``CONNECTION_REFUSED``, ``CONNECT_TIMEOUT``, ``TLS_UNTRUSTED`` (a certificate
+    no trusted CA signed, or expired), ``TLS_NAME_MISMATCH`` (a certificate for another name),
+    ``TLS_FAILED`` (any other handshake failure), ``ENDPOINT_INVALID`` or ``REQUEST_INVALID``
+    (all ``unsent``), ``TIMEOUT``, ``CONNECTION_LOST``, ``TOO_LARGE``, ``INVALID_RESPONSE``.
+    The executor client raises it too, for what it refuses in a response it did receive
+    (``CREDENTIAL_REFLECTED``, ``INVALID_RESPONSE``)."""
 
     def __init__(self, reason: str, *, unsent: bool = False) -> None:
         super().__init__(reason)
@@ -83,7 +98,8 @@ def _target(url: str) -> _Target:
 class _Connection(asyncio.Protocol):
     """One connection; at most one exchange at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
@@ -186,8 +202,36 @@ def _invalid() -> TransportError:
     return TransportError("INVALID_RESPONSE")
 
 
+def _quiet(conn: _Connection) -> bool:
+    """Whether an idle connection can take a request: open, and nothing to read on its socket.
+
+    An idle connection has nothing to say; whatever is readable (the server's FIN, its TLS
+    ``close_notify``, a reset, stray bytes) means it is closing, even before the event loop
+    has run the callbacks that would tell the protocol. Asking the kernel closes most of the
+    window in which a request is written to a connection the server already closed."""
+    transport = conn.transport
+    if conn.closed or transport is None or transport.is_closing():
+        return False
+    sock = transport.get_extra_info("socket")  # uvloop's pseudo-socket has fileno() too
+    try:
+        fd = sock.fileno() if sock is not None else -1
+    except OSError:
+        return False
+    if fd < 0:
+        return False
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)  # POLLHUP and POLLERR are always reported
+    readable, _, _ = select.select([fd], [], [], 0)
+    return not readable
+
+
 class Http1Client:
-    """Keep-alive connections per origin; :meth:`request` for one exchange."""
+    """Keep-alive connections per origin; :meth:`request` for one exchange.
+
+    ``ssl_context`` is the TLS context of ``https`` requests that bring none of their own
+    (default: :func:`~servers.config.tls.system_context`, the system trust store)."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         self._ssl = ssl_context
@@ -204,14 +248,16 @@ class Http1Client:
         *,
         timeout_s: float,
         max_bytes: int,
+        tls: ssl.SSLContext | None = None,
     ) -> Response:
         """One request and its response, within ``timeout_s`` in all; raises
-        :class:`TransportError` (cancellation propagates, and closes the connection)."""
+        :class:`TransportError` (cancellation propagates, and closes the connection).
+        ``tls``: the context that verifies an ``https`` server (ignored for ``http``)."""
         target = remembered(self._targets, url, _target, limit=1024)
         head = _head(method, target, headers, body)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        conn = await self._connection(target, deadline)
+        conn = await self._connection(target, self._context(target, tls), deadline)
         waiter: asyncio.Future[Response] = loop.create_future()
         conn.begin(waiter, max_bytes)
         if conn.transport is None:  # connection_made not called: the loop broke its contract
@@ -229,33 +275,52 @@ class Http1Client:
         self._release(target.origin, conn, loop.time())
         return response
 
-    async def _connection(self, target: _Target, deadline: float) -> _Connection:
+    def _context(self, target: _Target, tls: ssl.SSLContext | None) -> ssl.SSLContext | None:
+        if target.origin[0] != "https":
+            return None
+        if tls is None:
+            tls = self._ssl or system_context()
+        return tls
+
+    async def _connection(
+        self, target: _Target, tls: ssl.SSLContext | None, deadline: float
+    ) -> _Connection:
+        """An idle connection that can take a request now, else a new one. (No await
+        between the check of an idle connection and the caller's write.)"""
         idle = self._idle.get(target.origin)
         now = asyncio.get_running_loop().time()
         while idle:
             conn = idle.pop()
-            if not conn.closed and now - conn.idle_since < IDLE_S:
+            if conn.tls is tls and now - conn.idle_since < IDLE_S and _quiet(conn):
                 return conn
             conn.close()
         if self._closed:
             raise TransportError("CONNECTION_REFUSED", unsent=True)
-        return await self._open(target, deadline)
+        return await self._open(target, tls, deadline)
 
-    async def _open(self, target: _Target, deadline: float) -> _Connection:
-        scheme, host, port = target.origin
-        context = None
-        if scheme == "https":
-            context = self._ssl or ssl.create_default_context()
-            self._ssl = context
+    async def _open(
+        self, target: _Target, tls: ssl.SSLContext | None, deadline: float
+    ) -> _Connection:
+        _, host, port = target.origin
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout_at(deadline):
                 _, conn = await loop.create_connection(
-                    _Connection, host, port, ssl=context, server_hostname=host if context else None
+                    lambda: _Connection(tls),
+                    host,
+                    port,
+                    ssl=tls,
+                    server_hostname=host if tls else None,
                 )
         except TimeoutError:
             raise TransportError("CONNECT_TIMEOUT", unsent=True) from None
-        except (OSError, ssl.SSLError, ValueError):
+        except ssl.SSLCertVerificationError as error:
+            mismatch = error.verify_code in _NAME_MISMATCH
+            reason = "TLS_NAME_MISMATCH" if mismatch else "TLS_UNTRUSTED"
+            raise TransportError(reason, unsent=True) from None
+        except ssl.SSLError:
+            raise TransportError("TLS_FAILED", unsent=True) from None
+        except (OSError, ValueError):
             raise TransportError("CONNECTION_REFUSED", unsent=True) from None
         return conn
 

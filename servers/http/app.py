@@ -18,12 +18,11 @@ from servers.config.files import Credential
 from servers.executor.client import ExecutorClient, new_transport
 from servers.http import openapi, wire
 from servers.http.wire import error_response, json_response
-from servers.log.decision_log import DecisionLog, read_records
 from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
 from servers.runtime.service import Runtime
 from servers.runtime.startup import Prepared
-from servers.store.dispatch import Store
+from servers.support import bounded
 
 LOG = logging.getLogger("seif.runtime")
 RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
@@ -40,6 +39,8 @@ class Turn:
 
 
 TURNS: web.AppKey[dict[str, Turn]] = web.AppKey("turns", dict)
+MAX_TURNS = 10_000
+"""Turns held in memory at most; finished (completed or expired) ones are dropped first."""
 
 
 @web.middleware
@@ -52,13 +53,21 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except HttpError as exc:
         return error_response(exc)
     except web.HTTPException as exc:
-        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(
-            exc.status, "HTTP_ERROR"
-        )
-        return error_response(HttpError(exc.status, code, exc.reason or code.lower()))
+        return _routing_error(exc)
     except Exception as exc:  # a bug, never a client's doing: say nothing about the data
         LOG.error("internal error in %s %s: %s", request.method, request.path, type(exc).__name__)
         return error_response(HttpError(500, "INTERNAL", "internal error"))
+
+
+def _routing_error(exc: web.HTTPException) -> web.Response:
+    """aiohttp's own 404, 405 or 413 as the API's JSON error; a 405 keeps its ``Allow``."""
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(
+        exc.status, "HTTP_ERROR"
+    )
+    response = error_response(HttpError(exc.status, code, exc.reason or code.lower()))
+    if exc.status == 405 and "Allow" in exc.headers:
+        response.headers["Allow"] = exc.headers["Allow"]
+    return response
 
 
 def _credential(request: web.Request, scope: str | None) -> Credential:
@@ -140,15 +149,23 @@ async def capabilities(request: web.Request) -> web.Response:
     return json_response(openapi.capabilities())
 
 
-async def openapi_doc(_request: web.Request) -> web.Response:
-    return json_response(openapi.document())
+async def openapi_doc(request: web.Request) -> web.Response:
+    objectives = request.app[PREPARED].build.project.objective_by_id
+    return json_response(openapi.document(list(objectives)))
 
 
 async def start_turn(request: web.Request) -> web.Response:
     credential = _credential(request, "context.resolve")
     turn_id = "turn_" + secrets.token_urlsafe(18)
-    expires = request.app[RUNTIME].clock() + TURN_TTL_MS
-    request.app[TURNS][turn_id] = Turn(credential.id, expires)
+    now = request.app[RUNTIME].clock()
+    expires = now + TURN_TTL_MS
+    bounded.admit(  # expired and completed turns go first, then the oldest: never unbounded
+        request.app[TURNS],
+        turn_id,
+        Turn(credential.id, expires),
+        limit=MAX_TURNS,
+        finished=lambda turn: turn.outcome is not None or now >= turn.expires_at,
+    )
     return json_response({"turnId": turn_id, "expiresAt": iso(expires)})
 
 
@@ -202,17 +219,26 @@ async def report(request: web.Request) -> web.Response:
 async def traces(request: web.Request) -> web.Response:
     _credential(request, "traces.read")
     ref = request.match_info["contextRef"]
-    path = request.app[PREPARED].data.path / "decisions.cbor"
-    events = [r for r in read_records(path) if r.get("contextRef") == ref]
-    return json_response({"contextRef": ref, "events": events})
+    try:
+        head = b'{"contextRef":' + wire.json_bytes(ref) + b',"events":['
+    except ValueError:  # JsonError: not Unicode text (no record can name it)
+        raise wire.bad_request("`contextRef` is not Unicode text") from None
+
+    def render(events: list[dict[str, object]]) -> bytes:
+        # {"contextRef", "events"} one event at a time: no one call holds the GIL for long
+        return head + b",".join(wire.json_bytes(event) for event in events) + b"]}"
+
+    # read from the log's index, and encoded, in the log's reader thread: the loop only waits
+    body = await request.app[PREPARED].log.trace_async(ref, render)
+    return web.Response(body=body, content_type="application/json")
 
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
     transport = new_transport()
-    store = Store.open(prepared.data.path / "dispatch.sqlite")
-    log = DecisionLog.open(prepared.data.path / "decisions.cbor")
-    store.attach_log(log)  # a write's record is logged by the store's writer, after its commit
+    # opened, checked and reconciled by `prepare`; a write's record is logged by the store's
+    # writer, after its commit
+    store, log = prepared.store, prepared.log
     app[RUNTIME] = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,

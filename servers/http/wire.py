@@ -7,17 +7,24 @@ send produces a 500.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
+from aiohttp import http_exceptions, web
 
 from policy.strictjson import JsonError, dump_bytes, loads
 from servers.runtime.errors import HttpError
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ID_LENGTH = 256
+BODY_TIMEOUT_S = 30.0
+"""The longest a request body may take to arrive once its headers have (1 MiB at 35 KB/s),
+unless the connection's handler says otherwise (``serving.Limits.body_timeout_s``)."""
+ENCODINGS = frozenset({"", "identity", "gzip", "deflate"})
+"""The request ``Content-Encoding`` values read (aiohttp decodes gzip and deflate)."""
+_TOO_LARGE = f"the body exceeds {MAX_BODY_BYTES} bytes"
 
 
 def json_bytes(body: Any) -> bytes:
@@ -42,17 +49,19 @@ def bad_request(message: str, code: str = "BAD_REQUEST") -> HttpError:
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object: 413 past the size limit, 400 for anything else (the
-    strict boundary of :mod:`policy.strictjson`: duplicate keys, non-finite or oversized
-    numbers, lone surrogates, excessive depth), the message naming what and where."""
+    """The request body as a JSON object: 413 past the size limit (decompressed), 408 when it
+    does not arrive in time, 400 for anything else: an unsupported or broken
+    ``Content-Encoding``, broken chunked framing, a connection closed mid-body, and whatever
+    the strict boundary of :mod:`policy.strictjson` refuses (duplicate keys, non-finite or
+    oversized numbers, lone surrogates, excessive depth), the message naming what and where
+    and never quoting a header."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
-    try:  # one read; the application's client_max_size is MAX_BODY_BYTES (chunked bodies too)
-        data = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes") from None
+        raise HttpError(413, "TOO_LARGE", _TOO_LARGE)
+    if request.headers.get("Content-Encoding", "").strip().lower() not in ENCODINGS:
+        raise bad_request("the body's `Content-Encoding` must be identity, gzip or deflate")
+    data = await _read_body(request)
     if len(data) > MAX_BODY_BYTES:  # an application built with a larger client_max_size
-        raise HttpError(413, "TOO_LARGE", f"the body exceeds {MAX_BODY_BYTES} bytes")
+        raise HttpError(413, "TOO_LARGE", _TOO_LARGE)
     try:
         value = loads(data)
     except JsonError as exc:
@@ -60,6 +69,40 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise bad_request("the body must be a JSON object")
     return value
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """One read (the application's client_max_size is MAX_BODY_BYTES, chunked and
+    decompressed bodies too), within the connection's body deadline."""
+    deadline = getattr(request.protocol, "body_timeout_s", BODY_TIMEOUT_S)
+    try:
+        async with asyncio.timeout(deadline):
+            return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise HttpError(413, "TOO_LARGE", _TOO_LARGE) from None
+    except TimeoutError:
+        raise HttpError(
+            408, "BODY_TIMEOUT", f"the body did not arrive within {deadline:g} s"
+        ) from None
+    except web.RequestPayloadError as exc:
+        raise _payload_error(exc.__cause__) from None
+    except ConnectionError:  # the client went away: nobody reads the answer, nothing started
+        raise _incomplete() from None
+
+
+def _incomplete() -> HttpError:
+    return HttpError(400, "BODY_INCOMPLETE", "the connection closed before the body was complete")
+
+
+def _payload_error(cause: BaseException | None) -> HttpError:
+    """The body could not be read as framed and encoded: say which, never quoting it."""
+    if isinstance(cause, http_exceptions.DecompressSizeError):
+        return HttpError(413, "TOO_LARGE", _TOO_LARGE)
+    if isinstance(cause, http_exceptions.ContentEncodingError):
+        return bad_request("the body is not valid data of its `Content-Encoding`")
+    if isinstance(cause, http_exceptions.ContentLengthError):
+        return _incomplete()
+    return bad_request("the body's chunked framing is invalid")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,28 +11,27 @@ appending at the same time share one. A record is durable when ``synced`` (the l
 fsync covered) reaches its seq; whoever waits for that and finds no fsync covering it yet takes
 the sync lock, checks again and fsyncs everything written so far.
 
-Readers (:func:`read_records`) take no lock and never block the writer: they decode a
-consistent prefix, and a torn final record, left by a crash or still being written, is not
-part of it. The format is documented in ``docs/data-directory.md``.
+Readers (:func:`read_records`, ``servers.log.reading``) take no lock and never block the
+writer: they decode a consistent prefix, and a torn final record, left by a crash or still being
+written, is not part of it. The writer keeps an index of each contextRef's records
+(``servers.log.index``), built during its pass at open and kept by every append, so that
+:meth:`DecisionLog.trace` reads one context's records without a pass over the file. The format
+is documented in ``docs/data-directory.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, TypeVar
 
-import cbor2
-
-from policy.canonical import EncodingError, canonical_cbor
 from servers.log import encoding
 from servers.log.encoding import (
     ENVELOPE,
@@ -45,6 +44,18 @@ from servers.log.encoding import (
     encoded,
     fragment,
     record_fields_allowed,
+)
+from servers.log.index import TraceIndex
+from servers.log.reading import (
+    CborItemError,
+    DamagedRecord,
+    LogScan,
+    TornTail,
+    Visitor,
+    cbor_items,
+    read_at,
+    read_records,
+    scan,
 )
 from servers.support import handoff
 
@@ -61,9 +72,17 @@ __all__ = [
     "admit",
     "read_records",
     "record_fields_allowed",
+    "cbor_items",
+    "CborItemError",
+    "TornTail",
+    "LogScan",
+    "Visitor",
+    "DamagedRecord",
 ]
 
-_CHUNK = 1 << 16
+T = TypeVar("T")
+TRACE_READERS = 2
+"""Threads that read traces (:meth:`DecisionLog.trace_async`), off the event loop."""
 
 
 def _now_ms() -> int:
@@ -78,15 +97,6 @@ def admit(record: Mapping[str, Any]) -> Admitted:
     return encoding.admit(record, _now_ms())
 
 
-@dataclass(frozen=True, slots=True)
-class _Scan:
-    """Where the complete records end, the last seq, and the length of a torn tail."""
-
-    end: int
-    last_seq: int
-    torn: int
-
-
 _Item = tuple[Admitted, "asyncio.Future[int]"]
 
 
@@ -97,27 +107,42 @@ class DecisionLog:
     ``_synced`` is the last seq known durable; it only grows. The descriptor is closed last,
     by :meth:`close`, holding both."""
 
-    def __init__(self, path: Path, fd: int, scan: _Scan, fsync_every: int) -> None:
+    def __init__(
+        self, path: Path, fd: int, scanned: LogScan, fsync_every: int, index: TraceIndex
+    ) -> None:
         self.path = path
         self._fd = fd
         self._closed = False
-        self._end = scan.end
-        self._seq = scan.last_seq
-        self._synced = scan.last_seq
+        self._end = scanned.end
+        self._seq = scanned.last_seq
+        self._synced = scanned.last_seq
         self._fsync_every = fsync_every
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._queue: queue.SimpleQueue[_Item | None] | None = None
         self._writer: threading.Thread | None = None
-        self.dropped_tail = scan.torn
+        self._index = index
+        self._readers: ThreadPoolExecutor | None = None
+        self.scanned = scanned
+        """What the pass at open found (records, last seq, torn tail)."""
+        self.dropped_tail = scanned.torn
         """Bytes of a torn final record (a crash mid-append) removed when the log was opened."""
 
     @classmethod
-    def open(cls, path: str | Path, *, fsync_every: int = 1) -> DecisionLog:
-        """Open for appending, creating the file (0600). ``seq`` continues from the last
-        complete record; a torn final record is cut off first, so that the next append
-        starts on a record boundary. A corrupt record (not a torn tail) is an error: the
-        file is left as it is.
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        fsync_every: int = 1,
+        visit: Visitor | None = None,
+        accept: Callable[[LogScan], None] | None = None,
+    ) -> DecisionLog:
+        """Open for appending, creating the file (0600), after one pass over every record
+        (checked; indexed by contextRef for :meth:`trace`; each handed to ``visit``, if
+        given). ``seq`` continues from the last complete record. ``accept``, if given, sees
+        the outcome of the pass before anything is changed and may raise to refuse the log.
+        Then a torn final record is cut off, so that the next append starts on a record
+        boundary. A corrupt record (not a torn tail) is an error: the file is left as it is.
 
         ``fsync_every``: a record is durable before its append returns once N records are
         not known durable (1, the default: every record is durable when ``append`` returns);
@@ -128,20 +153,34 @@ class DecisionLog:
         path = Path(path)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         fd = os.open(path, flags, 0o600)
+        index = TraceIndex()
+
+        def seen(offset: int, length: int, record: dict[str, Any]) -> None:
+            index.add(record.get("contextRef"), offset, length)
+            if visit is not None:
+                visit(offset, length, record)
+
         try:
             with path.open("rb") as fp:
-                scan = _scan(fp)
-            if scan.torn:
-                os.ftruncate(fd, scan.end)
+                scanned = scan(fp, seen)
+            if accept is not None:
+                accept(scanned)
+            if scanned.torn:
+                os.ftruncate(fd, scanned.end)
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, scan, fsync_every)
+        return cls(path, fd, scanned, fsync_every, index)
 
     @property
     def last_seq(self) -> int:
         return self._seq
+
+    @property
+    def durable_seq(self) -> int:
+        """The last seq an fsync has covered: every record up to it is on disk."""
+        return self._synced
 
     def append(self, record: Mapping[str, Any]) -> int:
         """Append one record (a map with ``event`` and the event's fields; ``at`` defaults to
@@ -185,10 +224,13 @@ class DecisionLog:
         return await done
 
     def _write_fields(self, fields: Admitted) -> int:
-        """Encode with the next seq and write; holding ``_lock``."""
+        """Encode with the next seq, write and index; holding ``_lock``."""
         seq = self._seq + 1
-        self._write(encoded(fields, seq))
+        data = encoded(fields, seq)
+        offset = self._end
+        self._write(data)
         self._seq = seq
+        self._index.add(fields.get("contextRef"), offset, len(data))
         return seq
 
     def _must_sync(self, seq: int) -> bool:
@@ -253,13 +295,40 @@ class DecisionLog:
                 return
         self._sync_through(self._seq)
 
+    def trace(self, context_ref: str) -> list[dict[str, Any]]:
+        """The records of one context, in order: exactly those :func:`read_records` would
+        yield with this ``contextRef``, up to the last record written, read from the index
+        (one read per record) rather than by a pass over the file. Takes ``_lock`` only to
+        copy the context's positions."""
+        with self._lock:
+            if self._closed:
+                raise DecisionLogError(f"decision log `{self.path}` is closed")
+            positions = self._index.positions(context_ref)
+        return read_at(self.path, positions, context_ref)
+
+    async def trace_async(self, context_ref: str, render: Callable[[list[dict[str, Any]]], T]) -> T:
+        """:meth:`trace`, then ``render(records)`` (the encoding of a response, say), both in
+        one of the log's :data:`TRACE_READERS` threads: the event loop only waits."""
+        with self._lock:
+            if self._closed:
+                raise DecisionLogError(f"decision log `{self.path}` is closed")
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(
+                    TRACE_READERS, thread_name_prefix="decision-log-traces"
+                )
+            readers = self._readers
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(readers, lambda: render(self.trace(context_ref)))
+
     def close(self) -> None:
         """Write what is queued, fsync what is pending and close. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True  # no more appends
-            pending, writer = self._queue, self._writer
+            pending, writer, readers = self._queue, self._writer, self._readers
+        if readers is not None:
+            readers.shutdown(wait=False, cancel_futures=True)
         if pending is not None and writer is not None:
             pending.put(None)  # after every record already queued
             writer.join()
@@ -305,118 +374,3 @@ def _run_writer(ref: weakref.ref[DecisionLog], pending: queue.SimpleQueue[_Item 
         del log
         if stop:
             return
-
-
-class TornTail(Exception):
-    """A final CBOR item that ends before it is complete: ``length`` bytes at ``offset``."""
-
-    def __init__(self, offset: int, length: int) -> None:
-        super().__init__(offset, length)
-        self.offset = offset
-        self.length = length
-
-
-class CborItemError(ValueError):
-    """Bytes at ``offset`` that are not a CBOR item."""
-
-    def __init__(self, offset: int, message: str) -> None:
-        super().__init__(f"byte {offset}: {message}")
-        self.offset = offset
-        self.message = message
-
-
-def cbor_items(fp: BinaryIO, *, limit: int | None = None) -> Iterator[tuple[int, bytes, Any]]:
-    """``(offset, raw bytes, decoded value)`` of each complete item of a CBOR sequence, read a
-    chunk at a time up to EOF (or ``limit`` bytes), duplicate keys refused. A trailing
-    incomplete item raises :class:`TornTail`; bytes that are no CBOR, :class:`CborItemError`.
-    Items are handed out one by one, never gathered."""
-    buf, base, chunk, left = b"", 0, _CHUNK, limit
-    while True:
-        size = chunk if left is None else min(chunk, left)
-        more = fp.read(size) if size > 0 else b""
-        if left is not None:
-            left -= len(more)
-        buf += more
-        stream = io.BytesIO(buf)
-        decoder = cbor2.CBORDecoder(stream, allow_duplicate_keys=False)
-        pos = 0
-        while pos < len(buf):
-            try:
-                value = decoder.decode()
-            except cbor2.CBORDecodeEOF:
-                break
-            except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError) as exc:
-                raise CborItemError(base + pos, f"not a CBOR item ({exc})") from None
-            end = stream.tell()
-            yield base + pos, buf[pos:end], value
-            pos = end
-        buf, base = buf[pos:], base + pos
-        if not more:
-            if buf:
-                raise TornTail(base, len(buf))
-            return
-        if pos == 0:
-            chunk *= 2  # one item larger than what was read: read more at once
-
-
-def _items(fp: BinaryIO) -> Iterator[tuple[int, bytes, Any]]:
-    try:
-        yield from cbor_items(fp)
-    except CborItemError as exc:
-        raise DecisionLogError(str(exc)) from None
-
-
-def _checked(offset: int, raw: bytes, value: Any, last_seq: int) -> dict[str, Any]:
-    """A record, checked: a map in canonical form with a known version and the next seq."""
-    where = f"byte {offset}"
-    if not isinstance(value, dict):
-        raise DecisionLogError(f"{where}: a record must be a map")
-    if value.get("v") != FORMAT_VERSION:
-        raise DecisionLogError(f"{where}: unsupported record version `{value.get('v')!r}`")
-    seq = value.get("seq")
-    if type(seq) is not int or seq <= last_seq:
-        raise DecisionLogError(f"{where}: `seq` must increase (after {last_seq})")
-    try:
-        canonical = canonical_cbor(value)
-    except EncodingError:
-        canonical = b""
-    if canonical != raw:
-        raise DecisionLogError(f"{where}: the record is not canonical CBOR")
-    return value
-
-
-def _records(fp: BinaryIO, *, tolerate_partial_tail: bool) -> Iterator[dict[str, Any]]:
-    last_seq = 0
-    try:
-        for offset, raw, value in _items(fp):
-            record = _checked(offset, raw, value, last_seq)
-            last_seq = record["seq"]
-            yield record
-    except TornTail as torn:
-        if not tolerate_partial_tail:
-            raise DecisionLogError(
-                f"byte {torn.offset}: a torn final record ({torn.length} bytes)"
-            ) from None
-
-
-def _scan(fp: BinaryIO) -> _Scan:
-    end = last_seq = 0
-    try:
-        for offset, raw, value in _items(fp):
-            last_seq = _checked(offset, raw, value, last_seq)["seq"]
-            end = offset + len(raw)
-    except TornTail as torn:
-        return _Scan(end=torn.offset, last_seq=last_seq, torn=torn.length)
-    return _Scan(end=end, last_seq=last_seq, torn=0)
-
-
-def read_records(
-    path: str | Path, *, tolerate_partial_tail: bool = True
-) -> Iterator[dict[str, Any]]:
-    """The records of a decision log, in order. Takes no lock: with a writer appending, it
-    yields a consistent prefix. A torn final record is skipped (an error when
-    ``tolerate_partial_tail`` is False); anything else malformed is a
-    :class:`DecisionLogError`. Records are decoded with duplicate keys refused and must be in
-    canonical form, with ``v`` 1 and increasing ``seq``."""
-    with Path(path).open("rb") as fp:
-        yield from _records(fp, tolerate_partial_tail=tolerate_partial_tail)

@@ -10,11 +10,14 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+import cbor2
+
 from policy import recorded
 from policy.decision import Decision
 from policy.disclosure import Disclosure, Omission
 from policy.explain import Explanation
 from servers.log.encoding import Fragment, fragment
+from servers.runtime import redact
 from servers.runtime.values import Pending
 from servers.support.memo import remembered
 
@@ -99,6 +102,7 @@ def receipt(
 
 _explained: dict[Explanation, Fragment] = {}
 _placed: dict[tuple[str, ...], Fragment] = {}
+"""Encoded coordinates without the trace, by value (:mod:`servers.support.memo`: LRU)."""
 
 
 def _explanation(explanation: Explanation | None) -> Fragment | None:
@@ -109,8 +113,12 @@ def _explanation(explanation: Explanation | None) -> Fragment | None:
     return remembered(_explained, explanation, lambda e: fragment("explanation", e.to_json()))
 
 
-def decision_fields(decision: Decision) -> dict[str, Any]:
-    """A decision for the log: no argument values (error messages can quote them)."""
+def decision_fields(
+    decision: Decision, parameters: Mapping[str, Any] | None, secret: bytes
+) -> dict[str, Any]:
+    """A decision for the log: no argument values (error messages can quote them) and no
+    argument keys (error pointers keep only what the tool's ``parameters`` declare, and
+    fingerprint the rest with ``secret``: :mod:`servers.runtime.redact`)."""
     out: dict[str, Any] = {
         "tool": decision.tool,
         "callId": decision.call_id,
@@ -122,7 +130,7 @@ def decision_fields(decision: Decision) -> dict[str, Any]:
     if decision.fingerprint is not None:
         out["fingerprint"] = decision.fingerprint
     if decision.errors:
-        out["errors"] = [{"pointer": e.pointer, "keyword": e.keyword} for e in decision.errors]
+        out.update(redact.errors_field(decision.errors, parameters, secret))
     return out
 
 
@@ -134,20 +142,35 @@ def coordinates(row_coordinates: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def coordinates_field(row_coordinates: Mapping[str, Any]) -> Fragment | dict[str, Any]:
-    """The ``coordinates`` field of a record: a fragment encoded once per distinct value
-    (a context's records all carry the same), or the plain map when a value is not a
-    string (checked, and refused if it must be, with the record)."""
-    key = tuple(row_coordinates.get(k, "") for k in _COORDINATES)
-    if not all(type(v) is str for v in key):
-        return dict(zip(_COORDINATES, key, strict=True))
-    return remembered(_placed, key, _coordinates_fragment)
+    """The ``coordinates`` field of a record as a fragment, or the plain map when a value is
+    not a string (checked, and refused if it must be, with the record).
+
+    The trace differs per request, so it is no part of a cache key: the encoding of the other
+    four coordinates is kept per distinct value, and the trace is spliced in before them
+    (canonical CBOR sorts keys by length first, and ``trace`` is the shortest)."""
+    values = tuple(row_coordinates.get(k, "") for k in _COORDINATES)
+    if not all(type(v) is str for v in values):
+        return dict(zip(_COORDINATES, values, strict=True))
+    *shared, trace = values
+    try:
+        encoded_trace = cbor2.dumps(trace)
+    except (UnicodeEncodeError, cbor2.CBOREncodeError):  # a lone surrogate: the checks refuse it
+        return dict(zip(_COORDINATES, values, strict=True))
+    rest = remembered(_placed, tuple(shared), _shared_fragment)
+    value = {**rest.value, "trace": trace}
+    return Fragment("coordinates", value, _MAP5 + _TRACE_KEY + encoded_trace + rest.cbor[1:])
 
 
-def _coordinates_fragment(key: tuple[str, ...]) -> Fragment:
-    return fragment("coordinates", dict(zip(_COORDINATES, key, strict=True)))
+_MAP5 = b"\xa5"  # a CBOR map of five pairs
+_TRACE_KEY = cbor2.dumps("trace")
 
 
-def pending_call(item: Pending, *, context_expires_at: int) -> dict[str, Any]:
+def _shared_fragment(shared: tuple[str, ...]) -> Fragment:
+    """The four coordinates but the trace, checked and encoded once (a map of four pairs)."""
+    return fragment("coordinates", dict(zip(_COORDINATES[:-1], shared, strict=True)))
+
+
+def pending_call(item: Pending) -> dict[str, Any]:
     """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it."""
     return {
         "contextRef": item.context_ref,
@@ -156,5 +179,5 @@ def pending_call(item: Pending, *, context_expires_at: int) -> dict[str, Any]:
         "arguments": item.arguments,
         "reason": item.reason,
         "requestedAt": iso(item.requested_at),
-        "contextExpiresAt": iso(context_expires_at),
+        "contextExpiresAt": iso(item.context_expires_at),
     }

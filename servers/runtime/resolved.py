@@ -6,7 +6,9 @@ coordinates it reads (consumer, environment, deployment) and the observations. S
 context row keeps the same canonical CBOR of the observations), and
 every part of the resolve answer but the context ref and the expiry. :class:`ResolvedCache`
 keeps those per input, keyed exactly by their values (observations of plain strings only; any
-other input is computed afresh and not kept).
+other input is computed afresh and not kept). The key holds what the disclosure reads and
+nothing else: never the ``traceId``, which differs per request and changes nothing disclosed.
+The cache is a :mod:`servers.support.memo` cache (least recently used dropped first).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from policy.ir import Project
 from policy.strictjson import dump_bytes
 from servers.log.encoding import DecisionLogError, Fragment, fragment
 from servers.runtime import events
+from servers.support import memo
 
 CACHE_ENTRIES = 1024
 _HEAD = ("contextRef", "build", "objective", "expiresAt")
@@ -96,7 +99,7 @@ def _compute(
 
 
 class ResolvedCache:
-    """Resolutions by input, at most :data:`CACHE_ENTRIES` of them (emptied when full)."""
+    """Resolutions by input, at most :data:`CACHE_ENTRIES` of them (LRU)."""
 
     def __init__(self) -> None:
         self._entries: dict[_Key, Resolved] = {}
@@ -118,11 +121,12 @@ class ResolvedCache:
             str(coords.get("deployment") or ""),
             obs_key,
         )
-        found = self._entries.get(key)
+        found = memo.cached(self._entries, key)
         if found is None:
             found = _compute(ir, objective, observations, coords, with_cbor=True)
             if found.observations is not None:
-                if len(self._entries) >= CACHE_ENTRIES:
-                    self._entries.clear()
-                self._entries[key] = found
+                memo.keep(self._entries, key, found, CACHE_ENTRIES)
         return found
+
+    def __len__(self) -> int:
+        return len(self._entries)

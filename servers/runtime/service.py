@@ -24,11 +24,13 @@ from servers.config.files import Bindings
 from servers.executor.client import ExecutorClient, execute_body, idempotency_key
 from servers.executor.observing import Observer
 from servers.log.decision_log import Admitted, DecisionLog, admit
-from servers.runtime import events
+from servers.runtime import events, redact
 from servers.runtime.errors import HttpError
+from servers.runtime.pending import PendingCalls, waiting
 from servers.runtime.resolved import ResolvedCache
-from servers.runtime.values import IntentsView, Pending, Seen, keep
+from servers.runtime.values import IntentsView, Seen
 from servers.store.dispatch import ApprovalRow, ContextRow, IntentRow, Store
+from servers.support import memo
 
 Clock = Callable[[], int]
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
@@ -49,7 +51,8 @@ class Runtime:
     _intents: IntentsView = field(default_factory=IntentsView)
     _resolved: ResolvedCache = field(default_factory=ResolvedCache)
     _inflight: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
-    pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
+    pending: PendingCalls = field(default_factory=PendingCalls)
+    """Calls waiting for approval, with their arguments, bounded and swept on expiry."""
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _observer: Observer = field(init=False)
 
@@ -145,7 +148,7 @@ class Runtime:
             turn_id=turn_id,
         )
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
-        keep(self._disclosed, context_ref, disclosure)
+        memo.keep(self._disclosed, context_ref, disclosure)
         return found.body(context_ref=context_ref, build=self.build.digest, expires_at=expires_at)
 
     # ------------------------------------------------------------------ state
@@ -161,8 +164,8 @@ class Runtime:
 
     def _resolved_state(self, row: ContextRow) -> ContextState:
         """The context as resolved, before any call: immutable, so kept (at most
-        :data:`~servers.runtime.values.KEPT` of them, the oldest dropped first)."""
-        found = self._states.get(row.context_ref)
+        :data:`servers.support.memo.LIMIT` of them, the least recently used dropped first)."""
+        found = memo.cached(self._states, row.context_ref)
         if found is None:
             disclosure = self._disclosed.pop(row.context_ref, None)
             if disclosure is None:
@@ -175,7 +178,7 @@ class Runtime:
                 coordinates=disclosure_context(row.objective, row.coordinates),
                 fingerprint_key=self.fingerprint_key,
             )
-            keep(self._states, row.context_ref, found)
+            memo.keep(self._states, row.context_ref, found)
         return found
 
     def state_of(
@@ -221,16 +224,9 @@ class Runtime:
         self, row: ContextRow | None, call: Call, decision: Decision, coords: Mapping[str, Any]
     ) -> dict[str, Any]:
         if row is not None and decision.reason in APPROVAL_DENIALS:
-            self.pending[(row.context_ref, call.call_id)] = Pending(
-                row.context_ref,
-                call.tool,
-                call.call_id,
-                call.arguments,
-                decision.reason or "",
-                self.clock(),
-            )
+            self._hold(row, call, decision)
         await self._log(
-            "DENIED", row.context_ref if row else None, coords, **events.decision_fields(decision)
+            "DENIED", row.context_ref if row else None, coords, **self._decision_fields(decision)
         )
         return events.receipt(
             call.call_id, call.tool, "DENIED", reason=decision.reason, decision=decision
@@ -281,7 +277,7 @@ class Runtime:
             decide=still_allowed,
             seen=seen.intents,
             record=self._prepared(
-                "INTENT", row.context_ref, row.coordinates, **events.decision_fields(decision)
+                "INTENT", row.context_ref, row.coordinates, **self._decision_fields(decision)
             ),
         )
         if inserted and existing is not None:
@@ -292,7 +288,8 @@ class Runtime:
                 self._inflight.pop(key, None)
                 event.set()
             return await self.execute_again(row, call)
-        self.pending.pop(key, None)
+        self.pending.discard(key)  # dispatched: its arguments are no longer held
+        self._forget_exhausted(row.context_ref, call.tool)
         task = asyncio.ensure_future(self._run(row, call, fp))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -401,7 +398,8 @@ class Runtime:
             )
 
     async def drain(self) -> None:
-        """Wait for executions still running (their callers may have gone)."""
+        """Wait for executions still running (their callers may have gone); stop sweeping."""
+        self.pending.stop_sweeping()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -447,21 +445,35 @@ class Runtime:
             expiresAt=approval.expires_at,
         )
         await self.store.save_approval_async(stored, record=approved)  # saved, then logged
+        self.pending.approved(row.context_ref, request["callId"], tool, fp)
         return {"approvalId": approval_id, "expiresAt": events.iso(approval.expires_at)}
 
     def pending_calls(self) -> list[dict[str, Any]]:
+        """The calls still approvable now (expired ones are dropped first), oldest first. A
+        dispatched call is no longer held: the dispatch forgets it in the same step in which
+        the intents view learns of it, so no later denial can hold it again."""
+        return [events.pending_call(item) for item in self.pending.listed(self.clock())]
+
+    def _hold(self, row: ContextRow, call: Call, decision: Decision) -> None:
+        """Hold a call denied for approval, with its arguments, while it is approvable."""
         now = self.clock()
-        out = []
-        for key, item in list(self.pending.items()):
-            row = self.context_row(item.context_ref)
-            dispatched = row is not None and any(
-                i.call_id == item.call_id for i in self.store.intents(item.context_ref)
-            )
-            if row is None or now >= row.expires_at or dispatched:
-                self.pending.pop(key, None)
-                continue
-            out.append(events.pending_call(item, context_expires_at=row.expires_at))
-        return out
+        item = waiting(row.context_ref, call, decision, now, row.expires_at)
+        if item is not None:
+            self.pending.add(item, now)
+            self.pending.keep_swept(self.clock)
+
+    def _forget_exhausted(self, context_ref: str, tool_id: str) -> None:
+        """A tool that used its ``maxCalls`` in a context can approve nothing more there."""
+        if not self.pending.holds(context_ref):  # the common case: nothing to forget
+            return
+        used = sum(i.tool == tool_id for i in self._intents.of(self.store, context_ref))
+        if used >= self.ir.tool_by_id[tool_id].max_calls:
+            self.pending.discard_tool(context_ref, tool_id)
+
+    def _decision_fields(self, decision: Decision) -> dict[str, Any]:
+        tool = self.ir.tool_by_id.get(decision.tool)
+        parameters = tool.parameters if tool is not None else None
+        return events.decision_fields(decision, parameters, self.fingerprint_key)
 
     async def report(self, request: Mapping[str, Any]) -> None:
         row = self.context_row(request["contextRef"])
@@ -469,12 +481,12 @@ class Runtime:
             raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
         disclosed = {t.name for t in self.disclosure_of(row).tools}
         names = list(request["tools"])
-        await self._log(
+        await self._log(  # names shortened and counted: redact.names_field
             "REPORTED",
             row.context_ref,
             row.coordinates,
-            tools=names,
-            undisclosed=[n for n in names if n not in disclosed],
+            **redact.names_field("tools", names),
+            **redact.names_field("undisclosed", [n for n in names if n not in disclosed]),
         )
 
 

@@ -1,9 +1,11 @@
 """Everything the runtime checks before it accepts a request, in one place.
 
 ``prepare`` loads and verifies the build, the credentials, the bindings and the approval token,
-then takes the data directory. Each refusal is an exception the CLI maps to its exit code:
-:class:`~compiler.diagnostics.CompileError` and :class:`~servers.config.files.ConfigError` (2),
-:class:`~servers.store.datadir.DataDirLocked` (3).
+then takes the data directory and opens its store and log (checked for damage and reconciled:
+``servers.store.opening``). Each refusal is an exception the CLI maps to its exit code:
+:class:`~compiler.diagnostics.CompileError`, :class:`~servers.config.files.ConfigError` and
+:class:`~servers.store.datadir.DataDirError` (2), :class:`~servers.store.datadir.DataDirLocked`
+(3).
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from servers.config.files import (
     load_bindings,
     load_credentials,
 )
-from servers.store.datadir import DataDir
+from servers.log.decision_log import DecisionLog
+from servers.store.datadir import DataDir, DataDirError
+from servers.store.dispatch import Store
+from servers.store.opening import open_data
+from servers.store.reconcile import Reconciled
 
 Clock = Callable[[], int]
 
@@ -35,14 +41,21 @@ def wall_clock() -> int:
 
 @dataclass(frozen=True)
 class Prepared:
+    """Everything checked. ``store`` and ``log`` are open and close with ``data``
+    (:meth:`DataDir.close`), before its lock is released."""
+
     build: Build
     bindings: Bindings
     credentials: Credentials
     data: DataDir
+    store: Store
+    log: DecisionLog
     fingerprint_key: bytes = field(repr=False)
     approval_token: str | None = field(default=None, repr=False)
     require_turn: bool = False
     clock: Clock = wall_clock
+    reconciled: Reconciled = field(default_factory=Reconciled)
+    """What the start-up reconciliation put back into the store from the log."""
 
 
 def prepare(
@@ -60,15 +73,33 @@ def prepare(
     credentials: Credentials = load_credentials(credentials_path, env, keyring_get=keyring_get)
     bindings: Bindings = load_bindings(bindings_path, build.project, env, keyring_get)
     token = approval_token(env, credentials, required=build.project.has_tools)
-    data = DataDir.open(data_dir)
-    key = bindings.trace_key if bindings.trace_key is not None else data.runtime_key()
+    data = _own(Path(data_dir))
+    try:
+        opened = open_data(data, trace_key=bindings.trace_key, now_ms=clock())
+        data.on_close(opened.log.close)  # closed last, after the store's final writes
+        data.on_close(opened.store.close)
+    except BaseException:
+        data.close()
+        raise
     return Prepared(
         build=build,
         bindings=bindings,
         credentials=credentials,
         data=data,
-        fingerprint_key=key,
+        store=opened.store,
+        log=opened.log,
+        fingerprint_key=opened.key,
+        reconciled=opened.reconciled,
         approval_token=token,
         require_turn=require_turn,
         clock=clock,
     )
+
+
+def _own(path: Path) -> DataDir:
+    try:
+        return DataDir.open(path)
+    except OSError as exc:
+        message = f"`{path}` cannot be used as the data directory: {exc.strerror or exc}"
+        remedy = "give `--data` a directory this user can create, read and write (mode 0700)"
+        raise DataDirError(path, "DATA_DIR_UNUSABLE", message, remedy) from None

@@ -1,5 +1,5 @@
-"""Plain records of the runtime's service layer (``servers.runtime.service``) and its bounded
-caches."""
+"""Plain records of the runtime's service layer (``servers.runtime.service``) and its view of
+each context's intents (a bounded cache: :mod:`servers.support.memo`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from servers.store.dispatch import ApprovalRow, IntentRow, Store
+from servers.support import memo
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +19,10 @@ class Seen:
     now: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Pending:
-    """A call that asked for approval, held in memory only (arguments included)."""
+    """A call that asked for approval, held in memory only (arguments included) until
+    ``expires_at`` at the latest (:class:`servers.runtime.pending.PendingCalls`)."""
 
     context_ref: str
     tool: str
@@ -28,18 +30,14 @@ class Pending:
     arguments: Any
     reason: str
     requested_at: int
-
-
-KEPT = 4096
-"""Entries of the runtime's in-memory caches of immutable values (the rest is rebuilt from the
-store)."""
-
-
-def keep(cache: dict[str, Any], key: str, value: Any) -> None:
-    """Insert, dropping the oldest entry when full (dicts keep insertion order)."""
-    if len(cache) >= KEPT:
-        del cache[next(iter(cache))]
-    cache[key] = value
+    fingerprint: str
+    """The keyed fingerprint of ``arguments``: an approval of exactly these ends the wait."""
+    expires_at: int
+    """When the call stops being approvable: the approval window after ``requested_at``, or
+    the context's expiry if sooner."""
+    context_expires_at: int = 0
+    size: int = 0
+    """The JSON length of ``arguments`` in bytes, counted against the memory budget."""
 
 
 class IntentsView:
@@ -52,10 +50,10 @@ class IntentsView:
         self._known: dict[str, list[IntentRow]] = {}
 
     def of(self, store: Store, context_ref: str) -> list[IntentRow]:
-        found = self._known.get(context_ref)
+        found = memo.cached(self._known, context_ref)
         if found is None:
             found = store.intents(context_ref)
-            keep(self._known, context_ref, found)
+            memo.keep(self._known, context_ref, found)
         return list(found)
 
     def begun(self, intent: IntentRow) -> None:

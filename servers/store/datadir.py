@@ -8,10 +8,11 @@ Layout (documented in ``docs/data-directory.md``)::
       dispatch.sqlite         the dispatch store (servers.store.dispatch), with -wal and -shm
       decisions.cbor          the decision log (servers.log.decision_log)
 
-Ownership is ``flock(LOCK_EX | LOCK_NB)`` on ``owner.lock``, held for the life of the process.
-The kernel releases it when the owner dies, however it dies, so a dead owner is reclaimed by
-the next opener; the JSON in the file is information for the refusal message, never the lock
-itself. A file left by a dead owner is simply overwritten.
+Ownership is ``flock(LOCK_EX | LOCK_NB)`` on the directory itself (so that unlinking
+``owner.lock`` takes nothing away) and on ``owner.lock``, both held for the life of the
+process. The kernel releases them when the owner dies, however it dies, so a dead owner is
+reclaimed by the next opener; the JSON in the file is information for the refusal message,
+never the lock itself. A file left by a dead owner is simply overwritten.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import stat
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,7 +46,15 @@ _READ_OWNER_PAUSE_S = 0.025
 
 
 class DataDirError(Exception):
-    """The data directory cannot be used (a bad key file, a lock file that is not a file)."""
+    """The data directory cannot be used: a typed refusal with a ``code``, the ``file`` at
+    fault, what is wrong (``message``) and what the operator can do (``remedy``)."""
+
+    def __init__(self, file: Path, code: str, message: str, remedy: str = "") -> None:
+        self.file = Path(file)
+        self.code = code
+        self.message = message
+        self.remedy = remedy
+        super().__init__(f"{file}: {code}: {message}")
 
 
 class DataDirLocked(DataDirError):
@@ -54,13 +64,31 @@ class DataDirLocked(DataDirError):
         self.path = path
         self.pid = pid
         self.host = host
-        message = f"data directory `{path}` is owned by pid {pid} on host `{host}`"
+        if pid <= 0:
+            message = (
+                f"data directory `{path}` is owned by another process (its `{OWNER_LOCK}` is"
+                " missing or unreadable, so its pid is not known)"
+            )
+        else:
+            message = f"data directory `{path}` is owned by pid {pid} on host `{host}`"
         if running_here is False:
             message += (
                 " (that pid is not running here: the lock is held by a process that inherited"
                 " it, or by one in another PID namespace)"
             )
-        super().__init__(message)
+        super().__init__(path, "DATA_DIR_LOCKED", message, "stop the owner first")
+
+
+KEY_INVALID = "KEY_INVALID"
+KEY_REMEDY = (
+    f"restore `{RUNTIME_KEY}` from a backup of this data directory (a 32-byte file, mode"
+    " 0600, owned by this user; `chmod 600` mends the mode); every fingerprint in the store"
+    " and the log was made with it"
+)
+
+
+def _bad_key(path: Path, message: str) -> DataDirError:
+    return DataDirError(path, KEY_INVALID, message, KEY_REMEDY)
 
 
 def _now_ms() -> int:
@@ -94,15 +122,21 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class DataDir:
-    """An owned data directory. ``DataDir.open(path)`` or raise :class:`DataDirLocked`."""
+    """An owned data directory. ``DataDir.open(path)`` or raise :class:`DataDirLocked`.
+
+    Ownership is two ``flock`` locks held for the life of the owner: one on the directory
+    itself (a descriptor opened ``O_RDONLY | O_DIRECTORY``), which no unlinking or renaming
+    of a file inside can take away, and one on ``owner.lock``, whose JSON names the owner."""
 
     path: Path
 
-    def __init__(self, path: Path, lock_fd: int) -> None:
+    def __init__(self, path: Path, dir_fd: int, lock_fd: int) -> None:
         self.path = path
+        self._dir_fd = dir_fd
         self._lock_fd = lock_fd
         self._key: bytes | None = None
         self._key_lock = threading.Lock()
+        self._closers: list[Callable[[], None]] = []
         _OPEN.add(self)
 
     @classmethod
@@ -113,22 +147,13 @@ class DataDir:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not existed:
             os.chmod(root, 0o700)  # mkdir's mode is filtered by the umask; make it exact
-        fd = _open_lock_file(root / OWNER_LOCK)
+        dir_fd = _lock_directory(root)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                os.close(fd)
-                raise
-            owner = _read_owner(fd)
-            os.close(fd)
-            raise _locked(root, owner) from None
-        try:
-            _write_owner(fd)
+            lock_fd = _lock_owner_file(root)
         except BaseException:
-            os.close(fd)  # closing the only descriptor releases the lock
+            os.close(dir_fd)  # closing the only descriptor releases the lock
             raise
-        return cls(root, fd)
+        return cls(root, dir_fd, lock_fd)
 
     @property
     def store_path(self) -> Path:
@@ -138,28 +163,42 @@ class DataDir:
     def log_path(self) -> Path:
         return self.path / DECISION_LOG
 
+    @property
+    def key_path(self) -> Path:
+        return self.path / RUNTIME_KEY
+
+    def has_runtime_key(self) -> bool:
+        """Whether ``runtime.key`` exists (any kind of file: a bad one is refused on use)."""
+        return os.path.lexists(self.key_path)
+
     def runtime_key(self) -> bytes:
         """The 32-byte runtime key, created once (mode 0600) and read afterwards."""
         with self._key_lock:
             self._check_open()
             if self._key is None:
-                key_path = self.path / RUNTIME_KEY
-                if not os.path.lexists(key_path):
+                if not self.has_runtime_key():
                     _create_key(self.path)
-                self._key = _read_key(key_path)
+                self._key = _read_key(self.key_path)
             return self._key
 
+    def on_close(self, close: Callable[[], None]) -> None:
+        """Run ``close`` in :meth:`close` before ownership is released (the last registered
+        first): what writes to the directory stops before another owner can start."""
+        self._check_open()
+        self._closers.append(close)
+
     def close(self) -> None:
-        """Release ownership. Idempotent."""
-        fd, self._lock_fd = self._lock_fd, -1
-        if fd < 0:
+        """Run the :meth:`on_close` callables, then release ownership. Idempotent."""
+        if self._lock_fd < 0:
             return
-        _OPEN.discard(self)
+        closers, self._closers = self._closers, []
         try:
-            os.ftruncate(fd, 0)  # no owner now; a stale file would be harmless anyway
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            _run_all(reversed(closers))
         finally:
-            os.close(fd)
+            fd, dir_fd = self._lock_fd, self._dir_fd
+            self._lock_fd = self._dir_fd = -1
+            _OPEN.discard(self)
+            _release(fd, dir_fd)
 
     @property
     def closed(self) -> bool:
@@ -167,15 +206,18 @@ class DataDir:
 
     def _check_open(self) -> None:
         if self._lock_fd < 0:
-            raise DataDirError(f"data directory `{self.path}` is closed")
+            raise DataDirError(self.path, "DATA_DIR_CLOSED", "the data directory is closed")
 
     def _forget_after_fork(self) -> None:
-        """In a forked child: drop the inherited descriptor without unlocking (``LOCK_UN``
-        would release the parent's lock, which shares the open file description)."""
-        fd, self._lock_fd = self._lock_fd, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """In a forked child: drop the inherited descriptors without unlocking (``LOCK_UN``
+        would release the parent's locks, which share the open file descriptions)."""
+        fds = (self._lock_fd, self._dir_fd)
+        self._lock_fd = self._dir_fd = -1
+        self._closers = []
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def __enter__(self) -> DataDir:
         return self
@@ -202,18 +244,84 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _run_all(closers: Iterable[Callable[[], None]]) -> None:
+    """Call each; the first exception is raised once all have run."""
+    failed: BaseException | None = None
+    for close in closers:
+        try:
+            close()
+        except BaseException as exc:
+            failed = failed or exc
+    if failed is not None:
+        raise failed
+
+
+def _release(fd: int, dir_fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)  # no owner now; a stale file would be harmless anyway
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            fcntl.flock(dir_fd, fcntl.LOCK_UN)
+        os.close(dir_fd)
+
+
+def _busy(exc: OSError) -> bool:
+    return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+
+
+def _lock_directory(root: Path) -> int:
+    """``flock`` the directory itself; refused with the owner's record if it is held."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if not _busy(exc):
+            raise
+        raise _locked(root, _read_owner_file(root / OWNER_LOCK)) from None
+    return fd
+
+
+def _lock_owner_file(root: Path) -> int:
+    """``flock`` ``owner.lock`` (also held by runtimes that lock only the file) and write the
+    owner's record into it."""
+    fd = _open_lock_file(root / OWNER_LOCK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if not _busy(exc):
+            os.close(fd)
+            raise
+        owner = _read_owner(fd)
+        os.close(fd)
+        raise _locked(root, owner) from None
+    try:
+        _write_owner(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _open_lock_file(path: Path) -> int:
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise DataDirError(f"`{path}` is a symbolic link") from None
+            raise _bad_lock_file(path, "is a symbolic link") from None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise DataDirError(f"`{path}` is not a regular file")
+        raise _bad_lock_file(path, "is not a regular file")
     return fd
+
+
+def _bad_lock_file(path: Path, what: str) -> DataDirError:
+    remedy = f"remove `{path}`: the owner's lock is the runtime's to create"
+    return DataDirError(path, "LOCK_FILE_INVALID", f"`{path}` {what}", remedy)
 
 
 def _write_owner(fd: int) -> None:
@@ -244,7 +352,23 @@ def _read_owner(fd: int) -> dict[str, Any]:
         if owner is not None:
             return owner
         time.sleep(_READ_OWNER_PAUSE_S)
-    return {"pid": 0, "host": "unknown"}
+    return _UNKNOWN_OWNER
+
+
+_UNKNOWN_OWNER: dict[str, Any] = {"pid": 0, "host": "unknown"}
+
+
+def _read_owner_file(path: Path) -> dict[str, Any]:
+    """The record of an owner whose lock on the directory is held: ``owner.lock`` may be
+    missing (unlinked under its owner) or not yet written."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return _UNKNOWN_OWNER
+    try:
+        return _read_owner(fd)
+    finally:
+        os.close(fd)
 
 
 def _locked(root: Path, owner: dict[str, Any]) -> DataDirLocked:
@@ -280,8 +404,8 @@ def _read_key(path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise DataDirError(f"`{path}` is a symbolic link") from None
-        raise
+            raise _bad_key(path, f"`{path}` is a symbolic link") from None
+        raise _bad_key(path, f"`{path}` cannot be read: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
         _check_key_file(path, info)
@@ -289,17 +413,18 @@ def _read_key(path: Path) -> bytes:
     finally:
         os.close(fd)
     if len(data) != KEY_BYTES:
-        raise DataDirError(f"`{path}` holds {len(data)} bytes, not {KEY_BYTES}")
+        raise _bad_key(path, f"`{path}` holds {len(data)} bytes, not {KEY_BYTES}")
     return data
 
 
 def _check_key_file(path: Path, info: os.stat_result) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise DataDirError(f"`{path}` is not a regular file")
+        raise _bad_key(path, f"`{path}` is not a regular file")
     if info.st_mode & 0o077:
         mode = stat.S_IMODE(info.st_mode)
-        raise DataDirError(f"`{path}` has mode {mode:04o}: group and others must have no access")
+        message = f"`{path}` has mode {mode:04o}: group and others must have no access"
+        raise _bad_key(path, message)
     if info.st_uid != os.geteuid():
-        raise DataDirError(f"`{path}` is owned by uid {info.st_uid}, not by this user")
+        raise _bad_key(path, f"`{path}` is owned by uid {info.st_uid}, not by this user")
     if info.st_size != KEY_BYTES:
-        raise DataDirError(f"`{path}` holds {info.st_size} bytes, not {KEY_BYTES}")
+        raise _bad_key(path, f"`{path}` holds {info.st_size} bytes, not {KEY_BYTES}")

@@ -37,8 +37,10 @@ from servers.store.rows import (
     INTENT_COLUMNS,
     INTENTS_OF_CONTEXT,
     INTERRUPTED,
+    LOG_MARK_SCHEMA,
     MAX_ID_CHARS,
     PENDING,
+    RECONCILED,
     SCHEMA,
     SCHEMA_VERSION,
     SUCCEEDED,
@@ -48,6 +50,7 @@ from servers.store.rows import (
     Claim,
     ContextRow,
     IntentRow,
+    StoreDamaged,
     StoreError,
     TurnRow,
     approval_row,
@@ -68,9 +71,11 @@ __all__ = [
     "FINAL_STATUSES",
     "TURN_OUTCOMES",
     "INTERRUPTED",
+    "RECONCILED",
     "SCHEMA_VERSION",
     "MAX_ID_CHARS",
     "StoreError",
+    "StoreDamaged",
     "ContextRow",
     "IntentRow",
     "ApprovalRow",
@@ -81,6 +86,29 @@ __all__ = [
 
 CONTEXT_CACHE = 4096
 """Contexts kept in memory (a context never changes once saved)."""
+_DAMAGE = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
+_HAS_ROWS = " OR ".join(
+    f"EXISTS (SELECT 1 FROM {table})" for table in ("contexts", "intents", "approvals", "turns")
+)
+
+
+class _LogMark:
+    """The batch hook that keeps the store's mark of the decision log: the last seq the log
+    had made durable when a batch began. Every record up to it is in the log, so a log that
+    ends before it has lost records (see ``servers.store.opening``). A lower bound: the
+    records of the last batches before a crash may be in the log and not covered."""
+
+    __slots__ = ("log", "stamped")
+
+    def __init__(self) -> None:
+        self.log: DecisionLog | None = None
+        self.stamped = 0
+
+    def __call__(self, db: sqlite3.Connection) -> None:
+        seq = 0 if self.log is None else self.log.durable_seq
+        if seq > self.stamped:
+            db.execute("UPDATE log_mark SET seq = ? WHERE id = 1 AND seq < ?", (seq, seq))
+            self.stamped = seq
 
 
 def _now_ms() -> int:
@@ -100,7 +128,8 @@ class Store:
         self.path = path
         self._db = db
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer = GroupWriter(db, name="dispatch-store-writer")
+        self._mark = _LogMark()
+        self._writer = GroupWriter(db, name="dispatch-store-writer", on_batch=self._mark)
         weakref.finalize(self, self._writer.stop_soon)
         self._lock = threading.Lock()  # the readers' registry and the context cache
         self._local = threading.local()
@@ -113,17 +142,29 @@ class Store:
 
     @classmethod
     def open(cls, path: Path, *, busy_timeout_ms: int = 10_000, now_ms: int | None = None) -> Store:
-        """Open (creating the schema if needed) and recover: every intent still ``PENDING``,
-        left by a crash, becomes ``UNKNOWN`` with reason ``INTERRUPTED``. Only the data
-        directory's owner may open the store."""
+        """Open (creating the schema if needed), check (``PRAGMA quick_check``: a damaged file
+        is a :class:`StoreDamaged`) and recover: every intent still ``PENDING``, left by a
+        crash, becomes ``UNKNOWN`` with reason ``INTERRUPTED``. Only the data directory's
+        owner may open the store."""
         path = Path(path)
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        try:
+            return cls._open(path, busy_timeout_ms, now_ms)
+        except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorname in _DAMAGE:
+                raise StoreDamaged(f"`{path}` is damaged ({exc})") from None
+            raise
+
+    @classmethod
+    def _open(cls, path: Path, busy_timeout_ms: int, now_ms: int | None) -> Store:
         db = _connect(path, busy_timeout_ms)
         try:
             _configure(db, busy_timeout_ms)
+            _quick_check(db, path)
             store = cls(path, db, busy_timeout_ms)
             store._writer.run_inline(store._migrate)
+            store._mark.stamped = store.log_mark
             now = _now_ms() if now_ms is None else now_ms
             store.interrupted = store._writer.run_inline(lambda db: _recover(db, now))
         except BaseException:
@@ -140,8 +181,39 @@ class Store:
         return future.result()
 
     def attach_log(self, log: DecisionLog) -> None:
-        """The decision log that the ``record`` of an ``*_async`` write goes to."""
+        """The decision log that the ``record`` of an ``*_async`` write goes to, and whose
+        durable seq every batch records (:attr:`log_mark`)."""
         self._log = log
+        self._mark.log = log
+
+    @property
+    def log_mark(self) -> int:
+        """The decision log's seq that the store has recorded as durable: a log that ends
+        before it has lost records the store has seen."""
+        rows = self._query("SELECT seq FROM log_mark WHERE id = 1", ())
+        return int(rows[0][0]) if rows else 0
+
+    def mark_log(self) -> None:
+        """Record the attached log's durable seq now (at start, before the writer thread)."""
+        self._writer.run_inline(self._mark)
+
+    def has_rows(self) -> bool:
+        """Whether the store holds anything: a context, an intent, an approval or a turn."""
+        return bool(self._query(f"SELECT {_HAS_ROWS}", ())[0][0])
+
+    def has_fingerprints(self) -> bool:
+        """Whether the store holds an argument fingerprint (an intent or an approval)."""
+        sql = "SELECT EXISTS (SELECT 1 FROM intents) OR EXISTS (SELECT 1 FROM approvals)"
+        return bool(self._query(sql, ())[0][0])
+
+    def select(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+        """A read on this thread's connection (the start-up reconciliation's queries)."""
+        return self._query(sql, params)
+
+    def run_inline(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a write in this thread, in its own transaction; only at start, before the
+        first write is queued (the start-up reconciliation)."""
+        return self._writer.run_inline(job)
 
     async def _run(
         self, job: Callable[[sqlite3.Connection], T], record: jobs.Selector | None = None
@@ -176,14 +248,20 @@ class Store:
         return self._reader().execute(sql, params).fetchall()
 
     def _migrate(self, db: sqlite3.Connection) -> None:
+        """Version 0 (a new file): the schema; version 1: add the log mark (at 0, so the
+        next reconciliation reads the whole log once)."""
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        elif version != SCHEMA_VERSION:
-            raise StoreError(f"`{self.path}` has schema version {version}, not 1")
+        if version == SCHEMA_VERSION:
+            return
+        if version not in (0, 1):
+            raise StoreError(
+                f"`{self.path}` has schema version {version}, not {SCHEMA_VERSION}"
+                " (written by a newer runtime?)"
+            )
+        for statement in ((SCHEMA if version == 0 else "") + LOG_MARK_SCHEMA).split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # contexts
 
@@ -332,7 +410,12 @@ class Store:
         self._writer.close()
         for db in readers:
             db.close()
-        self._db.close()
+        try:
+            self._mark(self._db)  # the log's records of the last batches, now durable
+        except sqlite3.Error:
+            pass  # the mark stays a lower bound: nothing is lost by not raising it
+        finally:
+            self._db.close()
 
 
 def _recover(db: sqlite3.Connection, now_ms: int) -> tuple[IntentRow, ...]:
@@ -347,6 +430,15 @@ def _recover(db: sqlite3.Connection, now_ms: int) -> tuple[IntentRow, ...]:
         replace(intent_row(r), status=UNKNOWN, reason=INTERRUPTED, completed_at=now_ms)
         for r in rows
     )
+
+
+def _quick_check(db: sqlite3.Connection, path: Path) -> None:
+    """``PRAGMA quick_check``: a pass over every page of the file (not the indexes' contents)."""
+    rows = db.execute("PRAGMA quick_check(3)").fetchall()
+    found = [str(r[0]) for r in rows]
+    if found != ["ok"]:
+        lines = "; ".join(line for text in found for line in text.splitlines()[:3])
+        raise StoreDamaged(f"`{path}` fails `PRAGMA quick_check`: {lines[:300]}")
 
 
 def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:

@@ -22,8 +22,11 @@ FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, UNKNOWN})
 TURN_OUTCOMES = frozenset({"COMPLETED", "FAILED"})
 INTERRUPTED = "INTERRUPTED"
 """The reason of an intent that was still ``PENDING`` when the store was opened."""
+RECONCILED = "RECONCILED"
+"""The reason of an intent the decision log recorded and the store had lost (a lost WAL tail,
+a store restored from an older backup), put back as ``UNKNOWN`` at start."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MAX_ID_CHARS = 1024
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 _REASON = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
@@ -71,10 +74,22 @@ CREATE TABLE turns (
     outcome TEXT CHECK (outcome IS NULL OR outcome IN ('COMPLETED', 'FAILED'))
 ) STRICT;
 """
+LOG_MARK_SCHEMA = """
+CREATE TABLE log_mark (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL CHECK (seq >= 0)
+) STRICT;
+INSERT INTO log_mark (id, seq) VALUES (1, 0);
+"""
+"""Version 2: the decision log's seq the store has seen durable (see ``Store.log_mark``)."""
 
 
 class StoreError(Exception):
     """A store that cannot be used, or a request that names something the store lacks."""
+
+
+class StoreDamaged(StoreError):
+    """A store file that is not a SQLite database, or one that fails ``PRAGMA quick_check``."""
 
 
 def check_id(name: str, value: object) -> None:

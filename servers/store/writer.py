@@ -38,6 +38,8 @@ T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
 Logged = tuple[DecisionLog, Callable[[Any], Admitted | None]]
 """The log, and what to append to it given the job's result (None: nothing)."""
+BatchHook = Callable[[sqlite3.Connection], None]
+"""Run first in every batch's transaction (the store's mark of the log's durable seq)."""
 _Item = tuple[Job, handoff.Waiter, Logged | None]
 
 MAX_BATCH = 256
@@ -60,11 +62,17 @@ class GroupWriter:
     ``check_same_thread=False``). The thread starts with the first job queued."""
 
     def __init__(
-        self, db: sqlite3.Connection, *, name: str = "store-writer", linger_s: float = LINGER_S
+        self,
+        db: sqlite3.Connection,
+        *,
+        name: str = "store-writer",
+        linger_s: float = LINGER_S,
+        on_batch: BatchHook | None = None,
     ) -> None:
         self._db = db
         self._name = name
         self._linger_s = linger_s
+        self._on_batch = on_batch
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -105,7 +113,7 @@ class GroupWriter:
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=_serve,
-                    args=(self._db, self._queue, self._linger_s),
+                    args=(self._db, self._queue, self._linger_s, self._on_batch),
                     name=self._name,
                     daemon=True,
                 )
@@ -128,7 +136,12 @@ class GroupWriter:
         self._queue.put(None)
 
 
-def _serve(db: sqlite3.Connection, jobs: queue.SimpleQueue[_Item | None], linger_s: float) -> None:
+def _serve(
+    db: sqlite3.Connection,
+    jobs: queue.SimpleQueue[_Item | None],
+    linger_s: float,
+    on_batch: BatchHook | None,
+) -> None:
     rate = 0.0  # writes per second, smoothed over batches
     started: float | None = None  # when the previous batch began
     ended = 0.0  # when the previous batch was committed
@@ -143,7 +156,7 @@ def _serve(db: sqlite3.Connection, jobs: queue.SimpleQueue[_Item | None], linger
         if started is not None:
             rate = 0.7 * rate + 0.3 * len(batch) / max(time.monotonic() - started, 1e-6)
         started = now
-        _run_batch(db, batch)
+        _run_batch(db, batch, on_batch)
         ended = time.monotonic()
         if stop:
             return
@@ -168,16 +181,20 @@ def _gather(
     return batch, False
 
 
-def _run_batch(db: sqlite3.Connection, batch: list[_Item]) -> None:
-    """One transaction for the batch; waiters are answered only after it is committed (and
-    the records of its jobs are logged). A job whose waiter has gone by the time its turn
-    comes does not run."""
+def _run_batch(
+    db: sqlite3.Connection, batch: list[_Item], on_batch: BatchHook | None = None
+) -> None:
+    """One transaction for the batch, ``on_batch`` first; waiters are answered only after it
+    is committed (and the records of its jobs are logged). A job whose waiter has gone by the
+    time its turn comes does not run."""
     claimed: list[_Item] = []
     results: list[tuple[bool, Any]] = []
     examined = 0
     try:
         db.execute("BEGIN IMMEDIATE")
         try:
+            if on_batch is not None:
+                on_batch(db)
             for item in batch:
                 examined += 1
                 if handoff.claim(item[1]):

@@ -1,0 +1,161 @@
+"""Opening an owned data directory's store and log at start: damage refused, the store
+reconciled with the log (``servers.store.reconcile``), the runtime key read.
+
+Every refusal is a :class:`~servers.store.datadir.DataDirError` naming the file, a code and the
+remedy (``seif serve`` exits 2), raised before anything is changed: a damaged store or log, a
+log that lost records the store had seen (:attr:`Store.log_mark`), a missing log, store or key
+while the others hold history. The cost is the log's one pass at open (every record decoded
+and checked once, as before), ``PRAGMA quick_check`` (every page of the store read once) and,
+for the records after the store's mark, one indexed query per :data:`~reconcile.CHUNK`
+candidates. The table of damages and remedies is in ``docs/data-directory.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from servers.log.decision_log import DecisionLog, LogScan
+from servers.log.reading import DamagedRecord
+from servers.store.datadir import DECISION_LOG, DISPATCH_DB, RUNTIME_KEY, DataDir, DataDirError
+from servers.store.dispatch import Store, StoreDamaged, StoreError
+from servers.store.reconcile import LogFacts, Reconciled, reconcile
+
+_STORE_FILES = f"`{DISPATCH_DB}`, `{DISPATCH_DB}-wal` and `{DISPATCH_DB}-shm`"
+AFRESH = (
+    f"to start afresh instead, move {_STORE_FILES} and `{DECISION_LOG}` aside (keep them for"
+    " audit): contexts and approvals then start empty and old contextRefs are refused"
+)
+REBUILD = (
+    f"move {_STORE_FILES} aside, then either restore `{DISPATCH_DB}` from a backup (without"
+    " its -wal and -shm; start-up reconciles it with the log), or create an empty one"
+    f" (`touch {DISPATCH_DB}; chmod 600 {DISPATCH_DB}`) to rebuild it from `{DECISION_LOG}`:"
+    " every call the log records comes back UNKNOWN and is never dispatched again, contexts"
+    " come back, approvals must be given again"
+)
+RESTORE_LOG = (
+    f"restore `{DECISION_LOG}` from a backup at least as recent as the store's last write; "
+    + AFRESH
+)
+
+
+@dataclass(frozen=True)
+class OpenedData:
+    store: Store
+    log: DecisionLog
+    key: bytes
+    """The fingerprint key: the bindings' ``traceKeyRef`` key, else ``runtime.key``."""
+    reconciled: Reconciled
+
+
+def open_data(data: DataDir, *, trace_key: bytes | None, now_ms: int) -> OpenedData:
+    """Check, open and reconcile the store and the log of ``data`` (owned); on a refusal
+    everything opened here is closed again."""
+    key = trace_key
+    if key is None and data.has_runtime_key():
+        key = data.runtime_key()  # a bad key file is refused before anything is opened
+    with contextlib.ExitStack() as undo:
+        store = _existing_store(data, now_ms)
+        if store is not None:
+            undo.callback(store.close)
+        mark = store.log_mark if store is not None else 0
+        if store is not None and not data.log_path.exists() and store.has_rows():
+            raise _refused(data.log_path, "LOG_MISSING", _log_missing(mark), RESTORE_LOG)
+        facts, existing = LogFacts(store, mark), store
+        log = _open_log(data.log_path, facts, lambda scan: _accept(data, existing, mark, scan))
+        undo.callback(log.close)
+        facts.finish()
+        if store is None:
+            store = _open_store(data.store_path, now_ms)
+            undo.callback(store.close)
+        if key is None:
+            key = _new_runtime_key(data, store, facts)
+        store.attach_log(log)
+        reconciled = reconcile(store, log, facts, now_ms)
+        store.mark_log()
+        undo.pop_all()
+    return OpenedData(store=store, log=log, key=key, reconciled=reconciled)
+
+
+def _refused(file: Path, code: str, message: str, remedy: str) -> DataDirError:
+    return DataDirError(file, code, message, remedy)
+
+
+def _log_missing(mark: int) -> str:
+    held = f" (it had recorded the log up to seq {mark})" if mark else ""
+    return f"`{DECISION_LOG}` is missing, but `{DISPATCH_DB}` holds history{held}"
+
+
+def _existing_store(data: DataDir, now_ms: int) -> Store | None:
+    """The store, if its file exists; a write-ahead log without its database is damage."""
+    path = data.store_path
+    wal = path.with_name(path.name + "-wal")
+    if not path.exists() or path.stat().st_size == 0:
+        if wal.exists() and wal.stat().st_size > 0:
+            message = f"`{wal.name}` is there without the database it belongs to"
+            raise _refused(wal, "STORE_DAMAGED", message, REBUILD)
+        if not path.exists():
+            return None
+    return _open_store(path, now_ms)
+
+
+def _open_store(path: Path, now_ms: int) -> Store:
+    try:
+        return Store.open(path, now_ms=now_ms)
+    except StoreDamaged as exc:
+        raise _refused(path, "STORE_DAMAGED", str(exc), REBUILD) from None
+    except StoreError as exc:
+        remedy = "run the runtime version that wrote it, or " + REBUILD
+        raise _refused(path, "STORE_UNSUPPORTED", str(exc), remedy) from None
+    except (sqlite3.Error, OSError) as exc:
+        message = f"`{path}` cannot be opened: {exc}"
+        raise _refused(path, "STORE_UNUSABLE", message, _access_remedy(path)) from None
+
+
+def _open_log(path: Path, facts: LogFacts, accept: Callable[[LogScan], None]) -> DecisionLog:
+    try:
+        return DecisionLog.open(path, visit=facts, accept=accept)
+    except DamagedRecord as exc:
+        remedy = (
+            f"the records before byte {exc.offset} are intact; keep a copy of the file, then"
+            f" restore it from a backup, or cut it there (`truncate -s {exc.offset}"
+            f" {DECISION_LOG}`), which is refused in turn (LOG_TRUNCATED) if it drops records"
+            " the store has seen"
+        )
+        raise _refused(path, "LOG_DAMAGED", f"`{path}` is damaged at {exc}", remedy) from None
+    except OSError as exc:
+        message = f"`{path}` cannot be opened: {exc.strerror or exc}"
+        raise _refused(path, "LOG_UNUSABLE", message, _access_remedy(path)) from None
+
+
+def _access_remedy(path: Path) -> str:
+    return f"make `{path}` a regular file readable and writable by this user (mode 0600)"
+
+
+def _accept(data: DataDir, store: Store | None, mark: int, scan: LogScan) -> None:
+    """The log's pass is done and nothing is changed yet: refuse a log with history and no
+    store, and a log that ends before the store's mark."""
+    if store is None and scan.records:
+        message = f"`{DISPATCH_DB}` is missing, but `{DECISION_LOG}` holds {scan.records} records"
+        raise _refused(data.store_path, "STORE_MISSING", message, REBUILD + "; or " + AFRESH)
+    if scan.last_seq < mark:
+        torn = f" (and {scan.torn} bytes of an incomplete record)" if scan.torn else ""
+        message = (
+            f"`{DECISION_LOG}` ends at seq {scan.last_seq}{torn}, but `{DISPATCH_DB}` saw it"
+            f" reach seq {mark}: records were lost (a truncated, replaced or older log)"
+        )
+        raise _refused(data.log_path, "LOG_TRUNCATED", message, RESTORE_LOG)
+
+
+def _new_runtime_key(data: DataDir, store: Store, facts: LogFacts) -> bytes:
+    """A key is created only while nothing holds a fingerprint made with a lost one."""
+    if facts.fingerprints or store.has_fingerprints():
+        message = (
+            f"`{RUNTIME_KEY}` is missing, but the store or the log holds fingerprints made with it"
+        )
+        remedy = f"restore `{RUNTIME_KEY}` from a backup of this data directory; " + AFRESH
+        raise _refused(data.key_path, "KEY_MISSING", message, remedy)
+    return data.runtime_key()
