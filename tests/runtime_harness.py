@@ -1,10 +1,16 @@
 """Real servers for the runtime tests: the runtime (in process, or `seif serve` as a subprocess)
 and the synthetic reference executor, on loopback ports. Nothing of the runtime is mocked.
 
-- :func:`running_stack` starts an executor app and a runtime app in the current event loop;
-  :func:`stack_in_thread` does the same in a background loop for synchronous tests.
-- :func:`write_config` writes a build, bindings and credentials for a given executor URL.
-- :func:`start_executor_process` and :func:`start_serve` run both as subprocesses.
+- :func:`running_stack` starts an executor app and a runtime app in the current event loop
+  (:func:`runtime_stack` the runtime alone, for an executor of the caller's);
+  :func:`stack_in_thread` does the same in a background loop for synchronous tests, and
+  :func:`run_on_fake_clock` runs a scenario against a runtime on a :class:`FakeClock`.
+- :func:`write_config` writes a build, bindings and credentials for a given executor URL;
+  :func:`prepare_config` prepares a runtime from them.
+- :func:`start_executor_process` and :func:`start_serve` run both as subprocesses
+  (:func:`executor_process` the executor for the span of a ``with`` block).
+- :data:`COORDS`, :func:`execute_request` and :class:`PlainBinding`: what the executor client
+  is given, for the tests that call it directly.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +39,12 @@ from aiohttp import web
 
 from compiler import compile_project
 from compiler.build import write_build
-from policy.ir import Project
+from policy.ir import Project, Tool
 from policy.strictjson import loads
-from servers.http.app import create_app
+from servers.executor import client as executor_client
+from servers.http.app import RUNTIME, create_app
 from servers.http.serving import GuardedSite, Limits
+from servers.runtime.service import Runtime
 from servers.runtime.startup import Clock, Prepared, prepare, wall_clock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,6 +181,25 @@ def write_config(
     return Config(build, bindings_path, credentials_path, root / data)
 
 
+def prepare_config(
+    config: Config,
+    *,
+    env: Mapping[str, str] = ENV,
+    require_turn: bool = False,
+    clock: Clock = wall_clock,
+) -> Prepared:
+    """The runtime's ``prepare`` on the files of ``config``."""
+    return prepare(
+        build_dir=config.build,
+        bindings_path=config.bindings,
+        credentials_path=config.credentials,
+        data_dir=config.data,
+        env=env,
+        require_turn=require_turn,
+        clock=clock,
+    )
+
+
 # --- in-process servers ----------------------------------------------------------------------
 
 
@@ -183,6 +210,30 @@ async def serving(app: web.Application) -> AsyncIterator[str]:
     await web.TCPSite(runner, HOST, 0).start()
     try:
         yield f"http://{HOST}:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+@dataclass
+class Guarded:
+    """A runtime app served by :class:`~servers.http.serving.GuardedSite`, as `seif serve`
+    serves it (the production listener: connection limits, header deadline)."""
+
+    url: str
+    host: str
+    port: int
+    site: GuardedSite
+
+
+@asynccontextmanager
+async def serving_guarded(app: web.Application, limits: Limits) -> AsyncIterator[Guarded]:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = GuardedSite(runner, HOST, 0, limits)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        yield Guarded(f"http://{HOST}:{port}", HOST, port, site)
     finally:
         await runner.cleanup()
 
@@ -204,6 +255,10 @@ class Stack:
     prepared: Prepared
     config: Config
     http: aiohttp.ClientSession
+    runtime_app: web.Application
+    """The runtime's application (its ``RUNTIME``, ``TURNS``, ...)."""
+    guarded: Guarded | None = None
+    """The production listener, when the runtime is served under limits."""
 
     async def call(
         self,
@@ -291,6 +346,36 @@ class Stack:
 
 
 @asynccontextmanager
+async def runtime_stack(
+    config: Config,
+    executor_url: str,
+    executor_app: web.Application,
+    *,
+    env: Mapping[str, str] = ENV,
+    require_turn: bool = False,
+    clock: Clock = wall_clock,
+    limits: Limits | None = None,
+) -> AsyncIterator[Stack]:
+    """The runtime (``prepare`` + ``create_app``) of ``config`` on a loopback port, with the
+    executor ``executor_app`` at ``executor_url``; under ``limits`` it is served as `seif serve`
+    serves it. Its data directory is closed at the end."""
+    prepared = prepare_config(config, env=env, require_turn=require_turn, clock=clock)
+    try:
+        app = create_app(prepared)
+        async with contextlib.AsyncExitStack() as held:
+            guarded = None
+            if limits is None:
+                url = await held.enter_async_context(serving(app))
+            else:
+                guarded = await held.enter_async_context(serving_guarded(app, limits))
+                url = guarded.url
+            http = await held.enter_async_context(aiohttp.ClientSession())
+            yield Stack(url, executor_url, executor_app, prepared, config, http, app, guarded)
+    finally:
+        prepared.data.close()
+
+
+@asynccontextmanager
 async def running_stack(
     root: Path,
     *,
@@ -300,29 +385,48 @@ async def running_stack(
     tool_overrides: Mapping[str, Mapping[str, Any]] | None = None,
     env: Mapping[str, str] | None = None,
     bindings_extra: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
 ) -> AsyncIterator[Stack]:
     """An executor and a runtime (``prepare`` + ``create_app``) on loopback ports."""
     executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs=dict(executor_knobs or {}))
     async with serving(executor_app) as executor_url:
         document = {**bindings_document(executor_url, tool_overrides), **(bindings_extra or {})}
         config = write_config(root, executor_url, bindings=document)
-        prepared = prepare(
-            build_dir=config.build,
-            bindings_path=config.bindings,
-            credentials_path=config.credentials,
-            data_dir=config.data,
+        async with runtime_stack(
+            config,
+            executor_url,
+            executor_app,
             env=ENV if env is None else env,
             require_turn=require_turn,
             clock=clock,
-        )
-        try:
-            async with (
-                serving(create_app(prepared)) as runtime_url,
-                aiohttp.ClientSession() as http,
-            ):
-                yield Stack(runtime_url, executor_url, executor_app, prepared, config, http)
-        finally:
-            prepared.data.close()
+            limits=limits,
+        ) as stack:
+            yield stack
+
+
+@asynccontextmanager
+async def guarded_stack(root: Path, limits: Limits) -> AsyncIterator[tuple[Stack, Guarded]]:
+    """:func:`running_stack`, with the runtime served under ``limits``."""
+    async with running_stack(root, limits=limits) as stack:
+        assert stack.guarded is not None
+        yield stack, stack.guarded
+
+
+RuntimeScenario = Callable[[Stack, Runtime, FakeClock], Awaitable[None]]
+"""A scenario run by :func:`run_on_fake_clock`: given the stack, the runtime's service (its
+pending calls, caches, ...) and the clock it reads."""
+
+
+def run_on_fake_clock(root: Path, scenario: RuntimeScenario) -> None:
+    """Run ``scenario`` against a :func:`running_stack` whose runtime reads a new
+    :class:`FakeClock`."""
+    clock = FakeClock()
+
+    async def on_stack() -> None:
+        async with running_stack(root, clock=clock) as s:
+            await scenario(s, s.runtime_app[RUNTIME], clock)
+
+    run_async(on_stack())
 
 
 T = TypeVar("T")
@@ -408,6 +512,17 @@ def start_executor_process(root: Path, *knob_args: str) -> tuple[subprocess.Pope
         raise
 
 
+@contextlib.contextmanager
+def executor_process(root: Path, *knob_args: str) -> Iterator[str]:
+    """:func:`start_executor_process` for the span of the block, stopped at its end; its base
+    URL."""
+    proc, url = start_executor_process(root, *knob_args)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
 def serve_args(config: Config, *extra: str) -> list[str]:
     return [
         *seif_command(),
@@ -458,52 +573,36 @@ def run_async(coro: Awaitable[T]) -> T:
     return asyncio.run(wrapped())
 
 
-# --- the production listener (connection limits, header deadline) ----------------------------
+# --- what the executor client is given -------------------------------------------------------
+
+COORDS: dict[str, Any] = {
+    "build": "sha256:" + "ab" * 32,
+    "consumer": "tutor-app",
+    "objective": "learner",
+    "environment": "test",
+    "deployment": "local",
+    "trace": "trace-1",
+    "context": "ctx-1",
+}
+"""The coordinates of an execute request sent by the executor client on its own."""
 
 
-@dataclass
-class Guarded:
-    """A runtime app served by :class:`~servers.http.serving.GuardedSite`, as `seif serve`
-    serves it."""
-
-    url: str
-    host: str
-    port: int
-    site: GuardedSite
+def execute_request(
+    tool: Tool, arguments: Any, call_id: str = "c1", **coords: Any
+) -> dict[str, Any]:
+    """The client's ``execute_body`` for ``tool`` at :data:`COORDS` (``coords`` replacing some),
+    with the client's idempotency key of ``call_id``."""
+    key = executor_client.idempotency_key(COORDS["build"], COORDS["context"], call_id)
+    return executor_client.execute_body(tool, arguments, call_id, key, {**COORDS, **coords})
 
 
-@asynccontextmanager
-async def serving_guarded(app: web.Application, limits: Limits) -> AsyncIterator[Guarded]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = GuardedSite(runner, HOST, 0, limits)
-    await site.start()
-    try:
-        port = runner.addresses[0][1]
-        yield Guarded(f"http://{HOST}:{port}", HOST, port, site)
-    finally:
-        await runner.cleanup()
+@dataclass(frozen=True)
+class PlainBinding:
+    """A binding as the executor client reads it (``servers.executor.client.BindingLike``, the
+    shape of ``servers.config.files.Binding``), without TLS, with defaults of its own."""
 
-
-@asynccontextmanager
-async def guarded_stack(root: Path, limits: Limits) -> AsyncIterator[tuple[Stack, Guarded]]:
-    """:func:`running_stack`, with the runtime served under ``limits``."""
-    executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
-    async with serving(executor_app) as executor_url:
-        config = write_config(root, executor_url)
-        prepared = prepare(
-            build_dir=config.build,
-            bindings_path=config.bindings,
-            credentials_path=config.credentials,
-            data_dir=config.data,
-            env=ENV,
-        )
-        try:
-            async with (
-                serving_guarded(create_app(prepared), limits) as guarded,
-                aiohttp.ClientSession() as http,
-            ):
-                stack = Stack(guarded.url, executor_url, executor_app, prepared, config, http)
-                yield stack, guarded
-        finally:
-            prepared.data.close()
+    tool: str
+    endpoint: str
+    timeout_ms: int = 2000
+    max_bytes: int = 65536
+    secret: str | None = field(default=None, repr=False)

@@ -23,10 +23,10 @@ from runtime_harness import (
     PROPOSAL,
     READ_ARGS,
     Config,
+    executor_process,
     listening,
     run_async,
     running_stack,
-    start_executor_process,
     start_serve,
     stop,
     write_config,
@@ -207,11 +207,8 @@ def test_unlinked_owner_lock_still_keeps_a_second_runtime_out(tmp_path: Path) ->
 
 @pytest.fixture
 def executor(tmp_path: Path) -> Iterator[str]:
-    proc, url = start_executor_process(tmp_path)
-    try:
+    with executor_process(tmp_path) as url:
         yield url
-    finally:
-        stop(proc)
 
 
 async def _post(url: str, body: Any, headers: dict[str, str]) -> dict[str, Any]:

@@ -11,14 +11,13 @@ import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
-from runtime_harness import serving
+from runtime_harness import COORDS, PlainBinding, execute_request, serving
 
 from compiler import compile_project
 from policy.disclosure import availability
@@ -50,28 +49,6 @@ ARGUMENTS = {
         "summary": "State that extreme values can shift the median in very small samples.",
     },
 }
-COORDS = {
-    "build": "sha256:" + "ab" * 32,
-    "consumer": "tutor-app",
-    "objective": "learner",
-    "environment": "test",
-    "deployment": "local",
-    "trace": "trace-1",
-    "context": "ctx-1",
-}
-
-
-@dataclass(frozen=True)
-class Binding:
-    """The shape of ``servers.config.files.Binding``."""
-
-    tool: str
-    endpoint: str
-    timeout_ms: int = 2000
-    max_bytes: int = 65536
-    secret: str | None = field(default=None, repr=False)
-
-
 run = asyncio.run
 
 
@@ -92,8 +69,7 @@ async def client() -> AsyncIterator[ExecutorClient]:
 
 
 def body_for(tool_id: str, call_id: str = "c1", **coords: Any) -> dict[str, Any]:
-    key = idempotency_key(COORDS["build"], COORDS["context"], call_id)
-    return execute_body(TOOLS[tool_id], ARGUMENTS[tool_id], call_id, key, {**COORDS, **coords})
+    return execute_request(TOOLS[tool_id], ARGUMENTS[tool_id], call_id, **coords)
 
 
 async def stats(base: str) -> dict[str, Any]:
@@ -107,7 +83,7 @@ async def on_reference(
 ) -> tuple[Any, dict[str, Any]]:
     """One ``describe`` or ``execute`` against a fresh reference executor, and its stats."""
     async with reference(**options) as (base, _app), client() as c:
-        binding = Binding(tool_id, f"{base}/{tool_id}", **(binding_options or {}))
+        binding = PlainBinding(tool_id, f"{base}/{tool_id}", **(binding_options or {}))
         if kind == "describe":
             return await c.describe(binding), await stats(base)
         return await c.execute(binding, TOOLS[tool_id], body_for(tool_id)), await stats(base)
@@ -161,7 +137,7 @@ async def execute_scripted(
     """Execute ``inspect-context`` through a binding of ``bound_tool`` to a scripted server."""
     app, seen = scripted(handler)
     async with serving(app) as base, client() as c:
-        binding = Binding(bound_tool, f"{base}/x", **binding_options)
+        binding = PlainBinding(bound_tool, f"{base}/x", **binding_options)
         tool = TOOLS["inspect-context"]
         return await c.execute(binding, tool, body_for(tool.id)), seen
 
@@ -193,7 +169,7 @@ def test_describe_changed_digest_is_incompatible() -> None:
 def test_describe_of_another_tool_is_unavailable() -> None:
     async def scenario() -> dict[str, Any]:
         async with reference() as (base, _app), client() as c:
-            return await c.describe(Binding("search-knowledge", f"{base}/inspect-context"))
+            return await c.describe(PlainBinding("search-knowledge", f"{base}/inspect-context"))
 
     assert run(scenario()) == {"state": "UNAVAILABLE", "detail": "TOOL_MISMATCH"}
 
@@ -273,11 +249,11 @@ def test_the_executor_authorizes_from_its_own_state() -> None:
     async def scenario() -> tuple[Outcome, Outcome, Outcome, dict[str, Any]]:
         async with reference(tokens={"propose-change": TOKEN}) as (base, _app), client() as c:
             tool = TOOLS["propose-change"]
-            binding = Binding(tool.id, f"{base}/{tool.id}", secret=TOKEN)
+            binding = PlainBinding(tool.id, f"{base}/{tool.id}", secret=TOKEN)
             outside = body_for(tool.id, "c-out")
             outside["arguments"] = {**ARGUMENTS[tool.id], "target": "billing/invoices/1"}
             stranger = body_for(tool.id, "c-stranger", consumer="model-said-admin")
-            unauthenticated = Binding(tool.id, binding.endpoint)
+            unauthenticated = PlainBinding(tool.id, binding.endpoint)
             return (
                 await c.execute(binding, tool, outside),
                 await c.execute(binding, tool, stranger),
@@ -296,7 +272,7 @@ def test_a_repeated_idempotency_key_makes_one_proposal() -> None:
     async def scenario() -> tuple[Outcome, Outcome, dict[str, Any]]:
         async with reference() as (base, _app), client() as c:
             tool = TOOLS["propose-change"]
-            binding = Binding(tool.id, f"{base}/{tool.id}")
+            binding = PlainBinding(tool.id, f"{base}/{tool.id}")
             first = await c.execute(binding, tool, body_for(tool.id))
             return first, await c.execute(binding, tool, body_for(tool.id)), await stats(base)
 
@@ -341,7 +317,7 @@ def test_timeout_is_unknown_and_the_action_happened() -> None:
         async with reference(**options) as (base, _app), client() as c:
             tool = TOOLS["inspect-context"]
             started = time.monotonic()
-            binding = Binding(tool.id, f"{base}/{tool.id}", timeout_ms=150)
+            binding = PlainBinding(tool.id, f"{base}/{tool.id}", timeout_ms=150)
             outcome = await c.execute(binding, tool, body_for(tool.id))
             return outcome, time.monotonic() - started, await stats(base)
 
@@ -374,7 +350,7 @@ def test_a_response_outside_the_protocol_is_unknown(raw: bytes, status: int) -> 
 
 def test_connection_refused_is_failed_before_sending() -> None:
     async def scenario() -> tuple[Outcome, dict[str, Any]]:
-        binding = Binding("inspect-context", f"http://127.0.0.1:{free_port()}/inspect-context")
+        binding = PlainBinding("inspect-context", f"http://127.0.0.1:{free_port()}/inspect-context")
         async with client() as c:
             tool = TOOLS["inspect-context"]
             return await c.execute(binding, tool, body_for(tool.id)), await c.describe(binding)
@@ -445,7 +421,7 @@ def test_no_authorization_header_without_a_secret() -> None:
     async def scenario() -> Seen:
         app, seen = scripted(answer(b"{}"))
         async with serving(app) as base, client() as c:
-            await c.describe(Binding("inspect-context", f"{base}/x"))
+            await c.describe(PlainBinding("inspect-context", f"{base}/x"))
         return seen
 
     [(method, path, headers, _raw)] = run(scenario())
@@ -460,31 +436,3 @@ def test_proxies_in_the_environment_are_ignored(monkeypatch: pytest.MonkeyPatch)
 
 
 # --- cancellation ------------------------------------------------------------------------------
-
-
-def test_cancelled_caller_does_not_lose_the_outcome() -> None:
-    async def scenario() -> tuple[list[Outcome], dict[str, Any], int]:
-        recorded: list[Outcome] = []
-
-        async def record(outcome: Outcome) -> None:
-            recorded.append(outcome)
-
-        options = {"knobs": knobs("inspect-context", delay_ms=300)}
-        async with reference(**options) as (base, _app), client() as c:
-            tool = TOOLS["inspect-context"]
-            binding = Binding(tool.id, f"{base}/{tool.id}")
-            caller = asyncio.create_task(
-                c.execute_shielded(binding, tool, body_for(tool.id), record)
-            )
-            await asyncio.sleep(0.05)
-            caller.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await caller
-            in_flight = c.in_flight
-            assert await c.drain(timeout=5)
-            return recorded, await stats(base), in_flight
-
-    recorded, counters, in_flight = run(scenario())
-    assert in_flight == 1
-    assert [o.status for o in recorded] == ["SUCCEEDED"]
-    assert counters["executions"] == {"inspect-context": 1}

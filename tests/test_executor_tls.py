@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiohttp
 import pytest
 from aiohttp import web
 from runtime_harness import (
@@ -22,8 +21,9 @@ from runtime_harness import (
     READ_ARGS,
     Stack,
     bindings_document,
+    execute_request,
     reference_project,
-    serving,
+    runtime_stack,
     write_config,
 )
 from tls_executor import (
@@ -37,30 +37,12 @@ from tls_executor import (
 )
 
 from servers.config.files import Binding, ConfigError, load_bindings
-from servers.executor.client import (
-    CONTRACT,
-    ExecutorClient,
-    Outcome,
-    execute_body,
-    idempotency_key,
-    new_transport,
-)
-from servers.http.app import create_app
-from servers.runtime.startup import prepare
+from servers.executor.client import CONTRACT, ExecutorClient, Outcome, new_transport
 
 T = TypeVar("T")
 TOOL = reference_project().tool_by_id["inspect-context"]
 LOOPS = ["asyncio", "uvloop"]
 LEARNER = {"objective": "learner", "consumer": "tutor-app"}
-COORDS = {
-    "build": "sha256:" + "ab" * 32,
-    "consumer": "tutor-app",
-    "objective": "learner",
-    "environment": "test",
-    "deployment": "local",
-    "trace": "trace-1",
-    "context": "ctx-1",
-}
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +75,6 @@ def bind(root: Path, base: str, **fields: Any) -> Binding:
     ]
 
 
-def body() -> dict[str, Any]:
-    key = idempotency_key(COORDS["build"], COORDS["context"], "c1")
-    return execute_body(TOOL, READ_ARGS, "c1", key, COORDS)
-
-
 async def describe_then_execute(
     binding: Binding, between: Callable[[ExecutorClient], None] | None = None
 ) -> tuple[dict[str, Any], Outcome]:
@@ -108,7 +85,7 @@ async def describe_then_execute(
         seen = await client.describe(binding)
         if between is not None:
             between(client)
-        return seen, await client.execute(binding, TOOL, body())
+        return seen, await client.execute(binding, TOOL, execute_request(TOOL, READ_ARGS))
     finally:
         await transport.close()
 
@@ -393,19 +370,8 @@ async def runtime(
     """The runtime (``prepare`` + ``create_app``) with every reference tool bound to ``base``."""
     extra = {"caFile": ca_file} if ca_file is not None else {}
     document = bindings_document(base, {tool.id: extra for tool in reference_project().tools})
-    config = write_config(root, base, bindings=document)
-    prepared = prepare(
-        build_dir=config.build,
-        bindings_path=config.bindings,
-        credentials_path=config.credentials,
-        data_dir=config.data,
-        env=ENV,
-    )
-    try:
-        async with serving(create_app(prepared)) as url, aiohttp.ClientSession() as http:
-            yield Stack(url, base, app, prepared, config, http)
-    finally:
-        prepared.data.close()
+    async with runtime_stack(write_config(root, base, bindings=document), base, app) as stack:
+        yield stack
 
 
 def test_the_runtime_executes_over_tls_and_refuses_an_untrusted_executor(

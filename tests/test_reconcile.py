@@ -12,17 +12,16 @@ from typing import Any
 
 import pytest
 from runtime_harness import (
-    ENV,
     PROPOSAL,
     READ_ARGS,
     Stack,
+    prepare_config,
     run_async,
     running_stack,
     write_config,
 )
 
 from servers.log.decision_log import DecisionLog, admit, read_records
-from servers.runtime.startup import prepare
 from servers.store.datadir import DataDir, DataDirError
 from servers.store.dispatch import RECONCILED, UNKNOWN, Store
 from servers.store.opening import open_data
@@ -297,13 +296,7 @@ def test_prepare_refuses_and_releases_the_directory(tmp_path: Path) -> None:
     (data / "decisions.cbor").unlink()
     config = write_config(tmp_path, "http://127.0.0.1:9")
     with pytest.raises(DataDirError, match="LOG_MISSING"):
-        prepare(
-            build_dir=config.build,
-            bindings_path=config.bindings,
-            credentials_path=config.credentials,
-            data_dir=config.data,
-            env=ENV,
-        )
+        prepare_config(config)
     DataDir.open(data).close()  # not locked
 
 

@@ -11,64 +11,32 @@ synthetic executor on loopback, time through the injected clock.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import cbor2
 import pytest
-from aiohttp import web
 from runtime_harness import (
     APPROVAL,
-    ENV,
-    EXECUTOR,
     PROPOSAL,
     READ_ARGS,
-    TOOL_TOKENS,
     FakeClock,
     Stack,
-    run_async,
-    serving,
-    write_config,
+    run_on_fake_clock,
 )
 
 from servers.http import app as app_module
-from servers.http.app import RUNTIME, TURNS, create_app
+from servers.http.app import TURNS
 from servers.log.decision_log import read_records
 from servers.runtime import pending as pending_module
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
-from servers.runtime.startup import prepare
 
 MINUTE = 60_000
 APPROVAL_TTL = 5 * MINUTE
 CONTEXT_TTL = 15 * MINUTE
 KEY_SENTINEL = "unknown-key-sentinel-5c1e9a7b"
 NAME_SENTINEL = "reported-name-sentinel-2d8f6b0c"
-
-
-@asynccontextmanager
-async def app_stack(root: Path, clock: FakeClock) -> AsyncIterator[tuple[Stack, web.Application]]:
-    """As ``runtime_harness.running_stack``, with the runtime's application at hand."""
-    executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
-    async with serving(executor_app) as executor_url:
-        config = write_config(root, executor_url)
-        prepared = prepare(
-            build_dir=config.build,
-            bindings_path=config.bindings,
-            credentials_path=config.credentials,
-            data_dir=config.data,
-            env=ENV,
-            clock=clock,
-        )
-        app = create_app(prepared)
-        try:
-            async with serving(app) as url, aiohttp.ClientSession() as http:
-                yield Stack(url, executor_url, executor_app, prepared, config, http), app
-        finally:
-            prepared.data.close()
 
 
 def proposal(i: int) -> dict[str, Any]:
@@ -91,178 +59,156 @@ async def listed(s: Stack) -> list[dict[str, Any]]:
 
 
 def test_pending_calls_per_context_keep_the_newest_32(tmp_path: Path) -> None:
-    clock = FakeClock()
+    async def scenario(s: Stack, runtime: Runtime, clock: FakeClock) -> None:
+        ctx = (await s.resolve())["contextRef"]
+        other = (await s.resolve())["contextRef"]
+        await ask(s, other, "o1", proposal(-1))
+        for i in range(40):
+            clock.advance(1)
+            await ask(s, ctx, f"p{i}", proposal(i))
+        assert len(runtime.pending) == 33  # held in memory: 32 of ctx, 1 of the other
+        calls = [(p["contextRef"], p["callId"]) for p in await listed(s)]
+        assert calls == [(other, "o1")] + [(ctx, f"p{i}") for i in range(8, 40)]
+        assert runtime.pending.get(ctx, "p0") is None  # its arguments are gone
+        # asking again lists a call again, as the newest
+        await ask(s, ctx, "p8", proposal(8))
+        assert [p["callId"] for p in await listed(s)][-1] == "p8"
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, app):
-            runtime: Runtime = app[RUNTIME]
-            ctx = (await s.resolve())["contextRef"]
-            other = (await s.resolve())["contextRef"]
-            await ask(s, other, "o1", proposal(-1))
-            for i in range(40):
-                clock.advance(1)
-                await ask(s, ctx, f"p{i}", proposal(i))
-            assert len(runtime.pending) == 33  # held in memory: 32 of ctx, 1 of the other
-            calls = [(p["contextRef"], p["callId"]) for p in await listed(s)]
-            assert calls == [(other, "o1")] + [(ctx, f"p{i}") for i in range(8, 40)]
-            assert runtime.pending.get(ctx, "p0") is None  # its arguments are gone
-            # asking again lists a call again, as the newest
-            await ask(s, ctx, "p8", proposal(8))
-            assert [p["callId"] for p in await listed(s)][-1] == "p8"
+        # dropped only from the list: an approval is by exact arguments, as before it was
+        # ever listed, and the call dispatches once
+        approval = await s.approval_id(ctx, "propose-change", "p0", proposal(0))
+        done = await s.execute(ctx, "propose-change", "p0", proposal(0), approval)
+        assert done["status"] == "SUCCEEDED"
+        assert (await s.stats())["byCallId"] == {"p0": 1}
+        # propose-change allows one call per context: the others can never run now
+        assert [(p["contextRef"], p["callId"]) for p in await listed(s)] == [(other, "o1")]
+        assert len(runtime.pending) == 1
 
-            # dropped only from the list: an approval is by exact arguments, as before it was
-            # ever listed, and the call dispatches once
-            approval = await s.approval_id(ctx, "propose-change", "p0", proposal(0))
-            done = await s.execute(ctx, "propose-change", "p0", proposal(0), approval)
-            assert done["status"] == "SUCCEEDED"
-            assert (await s.stats())["byCallId"] == {"p0": 1}
-            # propose-change allows one call per context: the others can never run now
-            assert [(p["contextRef"], p["callId"]) for p in await listed(s)] == [(other, "o1")]
-            assert len(runtime.pending) == 1
-
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 def test_pending_calls_in_all_drop_the_oldest(tmp_path: Path) -> None:
-    clock = FakeClock()
+    async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
+        assert runtime.pending.in_all == 10_000 and runtime.pending.per_context == 32
+        runtime.pending = PendingCalls(in_all=30)  # the bound in all, made reachable
+        first = (await s.resolve())["contextRef"]
+        second = (await s.resolve())["contextRef"]
+        for i in range(20):
+            await ask(s, first, f"a{i}", proposal(i))
+        for i in range(20):
+            await ask(s, second, f"b{i}", proposal(i))
+        calls = [p["callId"] for p in await listed(s)]
+        assert calls == [f"a{i}" for i in range(10, 20)] + [f"b{i}" for i in range(20)]
+        assert len(runtime.pending) == 30
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, app):
-            runtime: Runtime = app[RUNTIME]
-            assert runtime.pending.in_all == 10_000 and runtime.pending.per_context == 32
-            runtime.pending = PendingCalls(in_all=30)  # the bound in all, made reachable
-            first = (await s.resolve())["contextRef"]
-            second = (await s.resolve())["contextRef"]
-            for i in range(20):
-                await ask(s, first, f"a{i}", proposal(i))
-            for i in range(20):
-                await ask(s, second, f"b{i}", proposal(i))
-            calls = [p["callId"] for p in await listed(s)]
-            assert calls == [f"a{i}" for i in range(10, 20)] + [f"b{i}" for i in range(20)]
-            assert len(runtime.pending) == 30
-
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 def test_pending_calls_expire_by_time_without_being_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(pending_module, "SWEEP_EVERY_S", 0.05)
-    clock = FakeClock()
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, app):
-            runtime: Runtime = app[RUNTIME]
-            ctx = (await s.resolve())["contextRef"]
-            await ask(s, ctx, "p1", proposal(1))
-            clock.advance(APPROVAL_TTL - 1)
-            await asyncio.sleep(0.2)  # sweeps run meanwhile: not yet expired
-            assert runtime.pending.get(ctx, "p1") is not None
-            assert [p["callId"] for p in await listed(s)] == ["p1"]
+    async def scenario(s: Stack, runtime: Runtime, clock: FakeClock) -> None:
+        ctx = (await s.resolve())["contextRef"]
+        await ask(s, ctx, "p1", proposal(1))
+        clock.advance(APPROVAL_TTL - 1)
+        await asyncio.sleep(0.2)  # sweeps run meanwhile: not yet expired
+        assert runtime.pending.get(ctx, "p1") is not None
+        assert [p["callId"] for p in await listed(s)] == ["p1"]
 
-            clock.advance(1)  # the approval window is over: the sweep drops it, unasked
-            for _ in range(100):
-                if len(runtime.pending) == 0:
-                    break
-                await asyncio.sleep(0.02)
-            assert len(runtime.pending) == 0 and runtime.pending.bytes == 0
+        clock.advance(1)  # the approval window is over: the sweep drops it, unasked
+        for _ in range(100):
+            if len(runtime.pending) == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert len(runtime.pending) == 0 and runtime.pending.bytes == 0
 
-            # an insertion drops what expired too, sweep or no sweep
-            runtime.pending.stop_sweeping()
-            await ask(s, ctx, "p2", proposal(2))
-            runtime.pending.stop_sweeping()
-            clock.advance(APPROVAL_TTL)
-            await ask(s, ctx, "p3", proposal(3))
-            assert runtime.pending.get(ctx, "p2") is None
-            assert [p["callId"] for p in await listed(s)] == ["p3"]
+        # an insertion drops what expired too, sweep or no sweep
+        runtime.pending.stop_sweeping()
+        await ask(s, ctx, "p2", proposal(2))
+        runtime.pending.stop_sweeping()
+        clock.advance(APPROVAL_TTL)
+        await ask(s, ctx, "p3", proposal(3))
+        assert runtime.pending.get(ctx, "p2") is None
+        assert [p["callId"] for p in await listed(s)] == ["p3"]
 
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 def test_a_pending_call_expires_with_its_context(tmp_path: Path) -> None:
-    clock = FakeClock()
+    async def scenario(s: Stack, runtime: Runtime, clock: FakeClock) -> None:
+        ctx = (await s.resolve())["contextRef"]
+        clock.advance(CONTEXT_TTL - MINUTE)
+        await ask(s, ctx, "late", proposal(1))
+        held = runtime.pending.get(ctx, "late")
+        assert held is not None and held.expires_at == clock.now + MINUTE
+        clock.advance(MINUTE)
+        assert await listed(s) == []
+        assert len(runtime.pending) == 0
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, app):
-            runtime: Runtime = app[RUNTIME]
-            ctx = (await s.resolve())["contextRef"]
-            clock.advance(CONTEXT_TTL - MINUTE)
-            await ask(s, ctx, "late", proposal(1))
-            held = runtime.pending.get(ctx, "late")
-            assert held is not None and held.expires_at == clock.now + MINUTE
-            clock.advance(MINUTE)
-            assert await listed(s) == []
-            assert len(runtime.pending) == 0
-
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 def test_approving_or_dispatching_forgets_the_arguments(tmp_path: Path) -> None:
-    clock = FakeClock()
+    async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
+        ctx = (await s.resolve())["contextRef"]
+        await ask(s, ctx, "p1", proposal(1))
+        other = await s.approve(ctx, "propose-change", "p1", proposal(2))
+        assert other.status == 200
+        assert runtime.pending.get(ctx, "p1") is not None  # other arguments: still waiting
+        approval = await s.approval_id(ctx, "propose-change", "p1", proposal(1))
+        assert runtime.pending.get(ctx, "p1") is None  # approved exactly: forgotten
+        assert await listed(s) == []
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, app):
-            runtime: Runtime = app[RUNTIME]
-            ctx = (await s.resolve())["contextRef"]
-            await ask(s, ctx, "p1", proposal(1))
-            other = await s.approve(ctx, "propose-change", "p1", proposal(2))
-            assert other.status == 200
-            assert runtime.pending.get(ctx, "p1") is not None  # other arguments: still waiting
-            approval = await s.approval_id(ctx, "propose-change", "p1", proposal(1))
-            assert runtime.pending.get(ctx, "p1") is None  # approved exactly: forgotten
-            assert await listed(s) == []
+        # a denial of the approved call's repeat holds it again; the dispatch forgets it
+        invalid = await s.execute(
+            ctx, "propose-change", "p1", proposal(1), other.body["approvalId"]
+        )
+        assert invalid["reason"] == "APPROVAL_INVALID"
+        assert runtime.pending.get(ctx, "p1") is not None
+        done = await s.execute(ctx, "propose-change", "p1", proposal(1), approval)
+        assert done["status"] == "SUCCEEDED"
+        assert runtime.pending.get(ctx, "p1") is None and runtime.pending.bytes == 0
 
-            # a denial of the approved call's repeat holds it again; the dispatch forgets it
-            invalid = await s.execute(
-                ctx, "propose-change", "p1", proposal(1), other.body["approvalId"]
-            )
-            assert invalid["reason"] == "APPROVAL_INVALID"
-            assert runtime.pending.get(ctx, "p1") is not None
-            done = await s.execute(ctx, "propose-change", "p1", proposal(1), approval)
-            assert done["status"] == "SUCCEEDED"
-            assert runtime.pending.get(ctx, "p1") is None and runtime.pending.bytes == 0
-
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 # ------------------------------------------------------------------ turns
 
 
 def test_turns_are_pruned_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = FakeClock()
-
     async def start(s: Stack) -> str:
         reply = await s.call("POST", "/v1/turns")
         assert reply.status == 200
         turn: str = reply.body["turnId"]
         return turn
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, app):
-            turns = app[TURNS]
-            done = await start(s)
-            complete = await s.call("POST", f"/v1/turns/{done}/complete", {"outcome": "COMPLETED"})
-            assert complete.status == 200
-            old = [await start(s) for _ in range(3)]
-            assert done not in turns  # completed: dropped at the next start
-            clock.advance(CONTEXT_TTL)  # the three expire
-            fresh = await start(s)
-            assert list(turns) == [fresh]
+    async def scenario(s: Stack, _runtime: Runtime, clock: FakeClock) -> None:
+        turns = s.runtime_app[TURNS]
+        done = await start(s)
+        complete = await s.call("POST", f"/v1/turns/{done}/complete", {"outcome": "COMPLETED"})
+        assert complete.status == 200
+        old = [await start(s) for _ in range(3)]
+        assert done not in turns  # completed: dropped at the next start
+        clock.advance(CONTEXT_TTL)  # the three expire
+        fresh = await start(s)
+        assert list(turns) == [fresh]
 
-            monkeypatch.setattr(app_module, "MAX_TURNS", 4)
-            live = [await start(s) for _ in range(6)]
-            assert list(turns) == live[-4:]  # the oldest live ones went first
-            gone = await s.call(
-                "POST", "/v1/context/resolve", {"objective": "learner", "turnId": live[0]}
-            )
-            assert gone.status == 403 and gone.body["error"]["code"] == "TURN_REQUIRED"
-            kept = await s.call(
-                "POST", "/v1/context/resolve", {"objective": "learner", "turnId": live[-1]}
-            )
-            assert kept.status == 200
-            assert not set(old) & set(turns)
+        monkeypatch.setattr(app_module, "MAX_TURNS", 4)
+        live = [await start(s) for _ in range(6)]
+        assert list(turns) == live[-4:]  # the oldest live ones went first
+        gone = await s.call(
+            "POST", "/v1/context/resolve", {"objective": "learner", "turnId": live[0]}
+        )
+        assert gone.status == 403 and gone.body["error"]["code"] == "TURN_REQUIRED"
+        kept = await s.call(
+            "POST", "/v1/context/resolve", {"objective": "learner", "turnId": live[-1]}
+        )
+        assert kept.status == 200
+        assert not set(old) & set(turns)
 
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 # ------------------------------------------------------------------ what reaches the disk
@@ -289,67 +235,63 @@ def records_of(s: Stack, event: str) -> list[tuple[dict[str, Any], int]]:
 
 
 def test_an_unknown_argument_key_never_reaches_the_disk(tmp_path: Path) -> None:
-    clock = FakeClock()
     huge = KEY_SENTINEL + "k" * 300_000
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, _app):
-            ctx = (await s.resolve(objective="learner"))["contextRef"]
-            one = await s.execute(ctx, "inspect-context", "c1", {**READ_ARGS, huge: 1})
-            assert one["reason"] == "ARGUMENTS_INVALID"
-            assert huge in str(one["decision"])  # the caller is told, the disk is not
-            nested = {
-                "query": "median",
-                "limit": 2,
-                "filters": {"tags": [{"key": "k", "value": "v", KEY_SENTINEL: {"x": 1}}]},
-            }
-            two = await s.execute(ctx, "search-knowledge", "s1", nested)
-            assert two["reason"] == "ARGUMENTS_INVALID"
-            many = {**READ_ARGS, **{f"{KEY_SENTINEL}-{i}": i for i in range(1000)}}
-            three = await s.execute(ctx, "inspect-context", "c2", many)
-            assert three["reason"] == "ARGUMENTS_INVALID"
-            assert len(three["decision"]["errors"]) == 1000
+    async def scenario(s: Stack, _runtime: Runtime, _clock: FakeClock) -> None:
+        ctx = (await s.resolve(objective="learner"))["contextRef"]
+        one = await s.execute(ctx, "inspect-context", "c1", {**READ_ARGS, huge: 1})
+        assert one["reason"] == "ARGUMENTS_INVALID"
+        assert huge in str(one["decision"])  # the caller is told, the disk is not
+        nested = {
+            "query": "median",
+            "limit": 2,
+            "filters": {"tags": [{"key": "k", "value": "v", KEY_SENTINEL: {"x": 1}}]},
+        }
+        two = await s.execute(ctx, "search-knowledge", "s1", nested)
+        assert two["reason"] == "ARGUMENTS_INVALID"
+        many = {**READ_ARGS, **{f"{KEY_SENTINEL}-{i}": i for i in range(1000)}}
+        three = await s.execute(ctx, "inspect-context", "c2", many)
+        assert three["reason"] == "ARGUMENTS_INVALID"
+        assert len(three["decision"]["errors"]) == 1000
 
-            denied = {r["callId"]: (r, size) for r, size in records_of(s, "DENIED")}
-            record, size = denied["c1"]
-            assert size < 2_000
-            [error] = record["errors"]
-            assert error["keyword"] == "additionalProperties"
-            assert error["pointer"].startswith("/…key:") and len(error["pointer"]) == 22
-            [inner] = denied["s1"][0]["errors"]
-            assert inner["pointer"].startswith("/filters/tags/0/…key:")
-            record, size = denied["c2"]
-            assert len(record["errors"]) == 64 and record["errorsOmitted"] == 936
-            assert size < 8_000
-            assert len({e["pointer"] for e in record["errors"]}) == 64  # distinct keys, distinct
-            assert (s.config.data / "decisions.cbor").stat().st_size < 30_000
-            assert_nowhere(s, KEY_SENTINEL)
+        denied = {r["callId"]: (r, size) for r, size in records_of(s, "DENIED")}
+        record, size = denied["c1"]
+        assert size < 2_000
+        [error] = record["errors"]
+        assert error["keyword"] == "additionalProperties"
+        assert error["pointer"].startswith("/…key:") and len(error["pointer"]) == 22
+        [inner] = denied["s1"][0]["errors"]
+        assert inner["pointer"].startswith("/filters/tags/0/…key:")
+        record, size = denied["c2"]
+        assert len(record["errors"]) == 64 and record["errorsOmitted"] == 936
+        assert size < 8_000
+        assert len({e["pointer"] for e in record["errors"]}) == 64  # distinct keys, distinct
+        assert (s.config.data / "decisions.cbor").stat().st_size < 30_000
+        assert_nowhere(s, KEY_SENTINEL)
 
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 def test_long_reported_names_are_shortened_and_counted(tmp_path: Path) -> None:
-    clock = FakeClock()
     long_name = NAME_SENTINEL + "n" * 300_000
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, _app):
-            ctx = (await s.resolve(objective="learner"))["contextRef"]
-            names = ["inspect_context", long_name, *(f"tool_{i}" for i in range(200))]
-            reply = await s.call(
-                "POST",
-                "/v1/context/disclosures",
-                {"contextRef": ctx, "tools": [*names, "inspect_context"]},
-            )
-            assert reply.status == 202
-            [(record, size)] = records_of(s, "REPORTED")
-            assert size < 8_000
-            assert record["tools"][0] == "inspect_context"
-            assert record["tools"][1] == long_name[:64] + f"…(+{len(long_name) - 64})"
-            assert len(record["tools"]) == 64 and record["toolsOmitted"] == len(names) - 64
-            assert len(record["undisclosed"]) == 64
-            assert record["undisclosedOmitted"] == len(names) - 1 - 64
-            assert (s.config.data / "decisions.cbor").stat().st_size < 30_000
-            assert_nowhere(s, long_name[:100])
+    async def scenario(s: Stack, _runtime: Runtime, _clock: FakeClock) -> None:
+        ctx = (await s.resolve(objective="learner"))["contextRef"]
+        names = ["inspect_context", long_name, *(f"tool_{i}" for i in range(200))]
+        reply = await s.call(
+            "POST",
+            "/v1/context/disclosures",
+            {"contextRef": ctx, "tools": [*names, "inspect_context"]},
+        )
+        assert reply.status == 202
+        [(record, size)] = records_of(s, "REPORTED")
+        assert size < 8_000
+        assert record["tools"][0] == "inspect_context"
+        assert record["tools"][1] == long_name[:64] + f"…(+{len(long_name) - 64})"
+        assert len(record["tools"]) == 64 and record["toolsOmitted"] == len(names) - 64
+        assert len(record["undisclosed"]) == 64
+        assert record["undisclosedOmitted"] == len(names) - 1 - 64
+        assert (s.config.data / "decisions.cbor").stat().st_size < 30_000
+        assert_nowhere(s, long_name[:100])
 
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)

@@ -10,11 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_harness import FakeClock, run_async
-from test_runtime_bounds import app_stack
+from runtime_harness import FakeClock, Stack, run_on_fake_clock
 
 from policy.canonical import canonical_cbor
-from servers.http.app import RUNTIME
 from servers.runtime import events
 from servers.runtime.pending import MAX_ONE_BYTES, PendingCalls
 from servers.runtime.redact import error_pointer, key_token, names_field, shortened
@@ -94,21 +92,17 @@ def test_the_coordinates_cache_is_not_keyed_by_trace() -> None:
 
 
 def test_resolves_with_distinct_trace_ids_share_one_cache_entry(tmp_path: Path) -> None:
-    clock = FakeClock()
+    async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
+        events._placed.clear()
+        bodies = []
+        for i in range(30):
+            found = await s.resolve(objective="learner", traceId=f"{i:032x}")
+            bodies.append({k: v for k, v in found.items() if k != "contextRef"})
+        assert len(runtime._resolved) == 1
+        assert len(events._placed) == 1
+        assert all(b == bodies[0] for b in bodies)
 
-    async def scenario() -> None:
-        async with app_stack(tmp_path, clock) as (s, app):
-            runtime: Runtime = app[RUNTIME]
-            events._placed.clear()
-            bodies = []
-            for i in range(30):
-                found = await s.resolve(objective="learner", traceId=f"{i:032x}")
-                bodies.append({k: v for k, v in found.items() if k != "contextRef"})
-            assert len(runtime._resolved) == 1
-            assert len(events._placed) == 1
-            assert all(b == bodies[0] for b in bodies)
-
-    run_async(scenario())
+    run_on_fake_clock(tmp_path, scenario)
 
 
 # ------------------------------------------------------------------ redaction units

@@ -24,6 +24,7 @@ from runtime_harness import (
     READ_ARGS,
     Config,
     bindings_document,
+    executor_process,
     listening,
     run_async,
     start_executor_process,
@@ -43,11 +44,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.fixture
 def executor(tmp_path: Path) -> Iterator[str]:
     """A well-behaved reference executor process; its base URL."""
-    proc, url = start_executor_process(tmp_path)
-    try:
+    with executor_process(tmp_path) as url:
         yield url
-    finally:
-        stop(proc)
 
 
 async def _post(session: aiohttp.ClientSession, url: str, body: Any) -> dict[str, Any]:

@@ -701,6 +701,35 @@ def test_group_commit_waits_only_while_writes_come_fast(
         db.close()
 
 
+def test_a_failure_past_the_transaction_fails_its_waiters_and_the_writer_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer thread once died when its own code raised after a commit (in the step that
+    logs a batch's records), leaving every waiter of the batch, and every later one, hanging."""
+    from servers.store import writer as store_writer
+
+    calls = 0
+    real = store_writer._logged
+
+    def failing_once(items: list[object], outcomes: list[object]) -> list[object]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug after the commit")
+        return real(items, outcomes)  # type: ignore[arg-type]  # passed through
+
+    monkeypatch.setattr(store_writer, "_logged", failing_once)
+    db = sqlite3.connect(str(tmp_path / "w.sqlite"), isolation_level=None, check_same_thread=False)
+    writer = store_writer.GroupWriter(db, linger_s=0.0)
+    try:
+        with pytest.raises(RuntimeError, match="a bug after the commit"):
+            writer.submit(lambda db: 1).result(timeout=5)
+        assert writer.submit(lambda db: 2).result(timeout=5) == 2  # the thread still serves
+    finally:
+        writer.close()
+        db.close()
+
+
 # --- damage found at open, and the mark of the decision log ---------------------------------
 
 

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runtime_harness import serving
+from runtime_harness import PlainBinding, serving
 
 from compiler import compile_project
 from policy.strictjson import (
@@ -197,15 +197,6 @@ def _executor(body: bytes) -> web.Application:
     return app
 
 
-@dataclasses.dataclass(frozen=True)
-class _Binding:
-    tool: str
-    endpoint: str
-    timeout_ms: int = 2000
-    max_bytes: int = 65536
-    secret: str | None = None
-
-
 @pytest.mark.parametrize(
     "output",
     [b"1e999", b"-1e999", b"[" + b"1" * 5000 + b"]", b'"\\ud800"', b"[" * 200 + b"]" * 200],
@@ -224,7 +215,7 @@ def test_an_executor_answer_beyond_json_is_never_a_success(output: bytes) -> Non
             async with serving(_executor(body)) as base:
                 call = execute_body(tool, {"ref": "x"}, "c1", "k" * 64, dict.fromkeys(COORDINATES))
                 return await ExecutorClient(transport).execute(
-                    _Binding(tool.id, f"{base}/x"), tool, call
+                    PlainBinding(tool.id, f"{base}/x"), tool, call
                 )
         finally:
             await transport.close()

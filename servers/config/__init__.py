@@ -1,3 +1,3 @@
-"""Start-up: the credentials and bindings files, the approval token, and everything checked before
-serving.
+"""Configuration read at start: the credentials and bindings files and the approval token
+(``files``), and the TLS contexts of executors' endpoints (``tls``).
 """

@@ -27,22 +27,19 @@ request may have been sent (timeout, lost connection, redirect, oversized, inval
 reflecting response) is ``UNKNOWN``: the action may have happened.
 
 Cancellation: ``execute`` lets ``asyncio.CancelledError`` through (the request is abandoned), so
-a dispatch must never be awaited bare from a request handler. Either use
-:meth:`ExecutorClient.execute_shielded`, which runs the exchange and the caller's ``on_outcome``
-hook (persisting the receipt) in a task of its own, or do the same in the runtime (a task that
-executes and completes the receipt, awaited through ``asyncio.shield``). Either way cancelling
-the caller (an HTTP client that went away) neither cancels the backend call nor loses its
-receipt; :meth:`ExecutorClient.drain` waits for the shielded tasks at shutdown.
+a dispatch must never be awaited bare from a request handler: the runtime runs the exchange and
+the completion of its receipt in a task of its own, awaited through ``asyncio.shield``, so that
+cancelling the caller (an HTTP client that went away) neither cancels the backend call nor
+loses its receipt (``servers.runtime.service.Runtime.drain`` waits for those tasks at shutdown).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -252,7 +249,6 @@ class ExecutorClient:
 
     def __init__(self, transport: Http1Client) -> None:
         self._transport = transport
-        self._background: set[asyncio.Task[Outcome]] = set()
 
     async def describe(self, binding: BindingLike) -> dict[str, Any]:
         """``{"state": "READY", "version", "contractDigest"}`` or
@@ -265,7 +261,7 @@ class ExecutorClient:
 
     async def execute(self, binding: BindingLike, tool: Tool, body: dict[str, Any]) -> Outcome:
         """Send ``body`` (see :func:`execute_body`) once. Never raises, but cancellation
-        propagates and abandons the request: dispatch with :meth:`execute_shielded`."""
+        propagates and abandons the request (see the module's note on cancellation)."""
         if binding.tool != tool.id:
             return Outcome(FAILED, reason="BINDING_MISMATCH")
         try:
@@ -277,52 +273,6 @@ class ExecutorClient:
             return _interpret_execute(reply, tool, binding.secret)
         except TransportError as problem:
             return Outcome(FAILED if problem.unsent else UNKNOWN, reason=problem.reason)
-
-    async def execute_shielded(
-        self,
-        binding: BindingLike,
-        tool: Tool,
-        body: dict[str, Any],
-        on_outcome: Callable[[Outcome], Awaitable[None]] | None = None,
-    ) -> Outcome:
-        """``execute`` in a task of its own, followed by ``on_outcome`` (e.g. persisting the
-        receipt). Cancelling the caller raises ``CancelledError`` in the caller only: the
-        exchange and the hook still run to completion. An exception of the hook reaches the
-        caller (and is logged by type when nobody awaits it any more)."""
-        task = asyncio.create_task(self._execute_then(binding, tool, body, on_outcome))
-        self._background.add(task)
-        task.add_done_callback(self._finished)
-        return await asyncio.shield(task)
-
-    @property
-    def in_flight(self) -> int:
-        """Shielded executions not finished yet."""
-        return len(self._background)
-
-    async def drain(self, timeout: float | None = None) -> bool:
-        """Wait for shielded executions (at shutdown); False when some are still running."""
-        pending = set(self._background)
-        if not pending:
-            return True
-        _done, still = await asyncio.wait(pending, timeout=timeout)
-        return not still
-
-    async def _execute_then(
-        self,
-        binding: BindingLike,
-        tool: Tool,
-        body: dict[str, Any],
-        on_outcome: Callable[[Outcome], Awaitable[None]] | None,
-    ) -> Outcome:
-        outcome = await self.execute(binding, tool, body)
-        if on_outcome is not None:
-            await on_outcome(outcome)
-        return outcome
-
-    def _finished(self, task: asyncio.Task[Outcome]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("executor outcome hook failed: %s", type(error).__name__)
 
     async def _exchange(
         self, method: str, binding: BindingLike, suffix: str, payload: bytes | None

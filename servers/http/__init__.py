@@ -1,1 +1,4 @@
-"""The runtime's HTTP layer: the aiohttp application, wire types and the OpenAPI document."""
+"""The runtime's HTTP layer: the aiohttp application (``app``), wire types (``wire``), the
+OpenAPI document (``openapi``) and the listener with its header timeout and connection limit
+(``serving``).
+"""

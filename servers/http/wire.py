@@ -76,6 +76,8 @@ async def _read_body(request: web.Request) -> bytes:
     decompressed bodies too), within the connection's body deadline."""
     deadline = getattr(request.protocol, "body_timeout_s", BODY_TIMEOUT_S)
     try:
+        if request.content.is_eof():  # all of it has arrived (the common case): no timer
+            return await request.read()
         async with asyncio.timeout(deadline):
             return await request.read()
     except web.HTTPRequestEntityTooLarge:

@@ -22,6 +22,7 @@ from typing import Any
 import cbor2
 
 from policy.canonical import EncodingError, canonical_cbor, check_json
+from servers.support.memo import keep
 
 FORMAT_VERSION = 1
 EVENTS = frozenset({"DISCLOSED", "REPORTED", "DENIED", "APPROVED", "INTENT", "RESULT", "UNKNOWN"})
@@ -71,9 +72,10 @@ def record_fields_allowed(record: Mapping[str, Any]) -> None:
 
 
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
-_ALLOWED_KEYS: set[str] = set()
-"""Field names found not to be forbidden (records reuse a few dozen; bounded all the same)."""
-_ALLOWED_KEYS_MAX = 4096
+_ALLOWED_KEYS: dict[str, bool] = {}
+"""Field names found not to be forbidden (records reuse a few dozen), kept by the one cache
+helper; the hot path tests membership without refreshing recency (a hit never needs it: the
+answer of a pure check does not age)."""
 
 
 def _allowed_key(key: str) -> bool:
@@ -81,8 +83,7 @@ def _allowed_key(key: str) -> bool:
         return True
     if _normalized(key) in _FORBIDDEN_NORMALIZED:
         return False
-    if len(_ALLOWED_KEYS) < _ALLOWED_KEYS_MAX:
-        _ALLOWED_KEYS.add(key)
+    keep(_ALLOWED_KEYS, key, True)
     return True
 
 

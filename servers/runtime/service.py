@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.build import Build
@@ -488,7 +488,3 @@ class Runtime:
             **redact.names_field("tools", names),
             **redact.names_field("undisclosed", [n for n in names if n not in disclosed]),
         )
-
-
-def with_clock(runtime: Runtime, clock: Clock) -> Runtime:
-    return replace(runtime, clock=clock)

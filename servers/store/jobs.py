@@ -61,21 +61,23 @@ def pending(context_ref: str, call_id: str, tool: str, fingerprint: str, now: in
     )
 
 
-_CANONICAL_OBSERVATIONS: dict[bytes, None] = {}
+_CANONICAL_OBSERVATIONS: dict[bytes, bool] = {}
 """Observations already found canonical (a pure check; resolves repeat the same few)."""
 _STRING = json.JSONEncoder(ensure_ascii=False).encode  # what ``canonical_json`` writes a str as
 
 
-_COORDINATES_JSON: dict[tuple[tuple[str, str], ...], str] = {}
-
-
 def _coordinates_json(coordinates: Mapping[str, Any]) -> str:
     """``canonical_json`` of the coordinates; directly for a map of strings with ASCII keys
-    (whose UTF-16 order, which JCS sorts by, is their plain order), once per distinct map."""
+    (whose UTF-16 order, which JCS sorts by, is their plain order). Not cached: the trace and
+    the context make nearly every map distinct."""
     if all(type(k) is str and k.isascii() and type(v) is str for k, v in coordinates.items()):
-        items = tuple(sorted(coordinates.items()))
-        return remembered(_COORDINATES_JSON, items, _json_of_strings)
+        return _json_of_strings(tuple(sorted(coordinates.items())))
     return canonical_json(coordinates)
+
+
+def _canonical(observations: bytes) -> bool:
+    decode_canonical_cbor(observations)  # EncodingError unless canonical CBOR
+    return True
 
 
 def _json_of_strings(items: tuple[tuple[str, str], ...]) -> str:
@@ -86,11 +88,7 @@ def context_job(row: ContextRow) -> Callable[[sqlite3.Connection], None]:
     check_id("context_ref", row.context_ref)
     check_ms("resolved_at", row.resolved_at)
     check_ms("expires_at", row.expires_at)
-    if row.observations not in _CANONICAL_OBSERVATIONS:
-        decode_canonical_cbor(row.observations)  # EncodingError unless canonical CBOR
-        if len(_CANONICAL_OBSERVATIONS) >= 256:
-            _CANONICAL_OBSERVATIONS.clear()
-        _CANONICAL_OBSERVATIONS[row.observations] = None
+    remembered(_CANONICAL_OBSERVATIONS, row.observations, _canonical, 256)
     coordinates = _coordinates_json(row.coordinates)
     exists = f"context `{row.context_ref}` exists"
     return lambda db: insert_once(db, "contexts", row, exists, coordinates=coordinates)

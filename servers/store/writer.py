@@ -156,7 +156,10 @@ def _serve(
         if started is not None:
             rate = 0.7 * rate + 0.3 * len(batch) / max(time.monotonic() - started, 1e-6)
         started = now
-        _run_batch(db, batch, on_batch)
+        try:
+            _run_batch(db, batch, on_batch)
+        except Exception as exc:  # a bug past the transaction: no waiter is left hanging
+            handoff.fail_unsettled([done for _, done, _ in batch], exc)
         ended = time.monotonic()
         if stop:
             return

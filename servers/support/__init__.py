@@ -1,1 +1,3 @@
-"""Small pieces shared by the other parts: bounded memos and thread-to-loop hand-offs."""
+"""Small pieces shared by the other parts: the one cache helper (``memo``, LRU), a bounded map of
+live entries (``bounded``) and thread-to-loop hand-offs (``handoff``).
+"""

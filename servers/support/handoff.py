@@ -43,6 +43,19 @@ def settle(outcomes: list[Outcome]) -> None:
             loop.call_soon_threadsafe(_settle_on_loop, items)
 
 
+def fail_unsettled(waiters: list[Waiter], error: BaseException) -> None:
+    """Fail every waiter not settled yet (claimed or not), from the worker thread: what a
+    worker does when its own code failed midway, so that no waiter is left hanging."""
+    outcomes: list[Outcome] = []
+    for waiter in waiters:
+        if isinstance(waiter, asyncio.Future):
+            outcomes.append((waiter, False, error))  # a settled one is skipped on its loop
+        elif not waiter.done() and (waiter.running() or waiter.set_running_or_notify_cancel()):
+            outcomes.append((waiter, False, error))
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        settle(outcomes)
+
+
 def _settle_on_loop(items: list[Outcome]) -> None:
     for waiter, ok, value in items:
         if waiter.done():
