@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from compiler.build import write_build
 from compiler.diagnostics import Diagnostic, render_text
 from compiler.project import CompileResult, compile_file
 from policy.ir import Project
+from policy.strictjson import dumps
 from policy.testing import TestReport, run_tests
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
 
@@ -94,7 +94,7 @@ def print_report(filename: str, report: TestReport, *, to_stderr: bool = False) 
 
 
 def _show(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return value if isinstance(value, str) else dumps(value, sort_keys=True)
 
 
 def cmd_test(args: argparse.Namespace) -> int:

@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="time for a connection to send a request's headers, at most 10 (default 10)",
     )
+    serve.add_argument(
+        "--write-timeout",
+        type=_write_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="time a client may take none of a pending answer before its connection is "
+        "aborted, more than 0 and at most 300 (default 10)",
+    )
     serve.set_defaults(run=_serve)
     add_replay_parsers(sub)  # `seif trace export`, `seif replay`
     add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
@@ -86,6 +94,16 @@ def _header_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"`{text[:32]}` is not a number") from None
     if not 0 < value <= 10:  # the spec's bound, in seconds
         raise argparse.ArgumentTypeError("must be more than 0 and at most 10 seconds")
+    return value
+
+
+def _write_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text[:32]}` is not a number") from None
+    if not 0 < value <= 300:  # `not` also refuses NaN
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 300 seconds")
     return value
 
 

@@ -7,13 +7,13 @@ resolves both objectives and decides a few calls to show what the engine says an
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from compiler import CompileError, compile_project, load_build, write_build
 from policy import Call, ContextState, Decision, decide, disclose, run_tests
 from policy.ir import Project
+from policy.strictjson import dumps
 from policy.testing import test_fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +87,7 @@ def show(decision: Decision, note: str = "") -> None:
         f"  propose-change{' (' + note + ')' if note else ''} -> {decision.outcome} "
         f"{decision.reason or ''}"
     )
-    print(f"    why: {json.dumps(why)}")
+    print(f"    why: {dumps(why)}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ and stops both servers.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import secrets
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from policy.strictjson import dumps
 
 ROOT = Path(__file__).resolve().parent.parent
 EXECUTOR = ROOT / "examples" / "reference-tools" / "executor.py"
@@ -74,8 +75,8 @@ def _files(work: Path, executor_url: str) -> None:
             }
         ]
     }
-    (work / "bindings.json").write_text(json.dumps(bindings, indent=2))
-    (work / "credentials.json").write_text(json.dumps(credentials, indent=2))
+    (work / "bindings.json").write_text(dumps(bindings, indent=2))
+    (work / "credentials.json").write_text(dumps(credentials, indent=2))
 
 
 def run(build_dir: Path) -> int:
@@ -171,4 +172,4 @@ def show(label: str, receipt: dict[str, Any]) -> None:
     shown = {k: receipt.get(k) for k in ("status", "reason", "duplicate", "outputAvailable")}
     if receipt.get("outputAvailable"):
         shown["output"] = receipt.get("output")
-    print(f"  {label}: {json.dumps(shown)}")
+    print(f"  {label}: {dumps(shown)}")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from policy.recorded import RecordRef
 from policy.replay import ABSENT, Mismatch, ReplayReport, WhatIfReport
+from policy.strictjson import dumps
 from policy.whatif import DisclosureChange, RecordChange
 from seif.tracefile import TraceLog
 
@@ -18,7 +18,7 @@ _SHOWN = 300
 def _value(value: Any) -> str:
     if value is ABSENT:
         return "absent"
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = dumps(value, sort_keys=True)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 

@@ -18,7 +18,13 @@ from compiler.diagnostics import CompileError
 from seif.output import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, warn
 from servers.config.files import ConfigError
 from servers.http.app import create_app
-from servers.http.serving import HEADER_TIMEOUT_S, MAX_CONNECTIONS, GuardedSite, Limits
+from servers.http.serving import (
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    WRITE_TIMEOUT_S,
+    GuardedSite,
+    Limits,
+)
 from servers.runtime.startup import Prepared, prepare
 from servers.store.datadir import DataDirError, DataDirLocked
 
@@ -96,6 +102,7 @@ def _limits(args: argparse.Namespace) -> Limits:
     wanted = Limits(
         header_timeout_s=getattr(args, "header_timeout", None) or HEADER_TIMEOUT_S,
         max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
+        write_timeout_s=getattr(args, "write_timeout", None) or WRITE_TIMEOUT_S,
     )
     fits = _descriptors_for(wanted.max_connections)
     if fits < wanted.max_connections:

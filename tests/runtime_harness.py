@@ -606,3 +606,58 @@ class PlainBinding:
     timeout_ms: int = 2000
     max_bytes: int = 65536
     secret: str | None = field(default=None, repr=False)
+
+
+ON_ASYNCIO = (
+    "import sys; sys.modules['uvloop'] = None; from seif.cli import main; raise SystemExit(main())"
+)
+"""`seif` with uvloop hidden: ``seif.serve.run_loop`` then runs asyncio's own event loop."""
+
+
+def start_serve_on(
+    event_loop: str, config: Config, *extra: str, name: str = "serve"
+) -> subprocess.Popen[str]:
+    """:func:`start_serve` on ``event_loop``: ``"uvloop"`` (the default of `seif serve` where
+    it is installed) or ``"asyncio"`` (asyncio's own loop, uvloop hidden from the process)."""
+    if event_loop == "uvloop":
+        return start_serve(config, *extra, name=name)
+    assert event_loop == "asyncio", event_loop
+    command = seif_command()
+    args = [sys.executable, "-c", ON_ASYNCIO, *serve_args(config, *extra)[len(command) :]]
+    return _spawn(args, ENV, config.data.parent / f"{name}.err")
+
+
+# --- the SDK's tests -------------------------------------------------------------------------
+
+BRIEFING = "briefing"
+"""An objective that discloses messages and no tool (see :func:`write_briefing_build`)."""
+
+
+def write_briefing_build(root: Path) -> None:
+    """Write ``root/build``: the reference project plus the objective :data:`BRIEFING`, whose
+    profile excludes every tool. Written before :func:`write_config` (or
+    :func:`running_stack`) runs on ``root``, it is the build they use; the reference executor
+    serves it unchanged (the tools are the same)."""
+    document = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    document["objectives"].append(
+        {"id": BRIEFING, "profile": BRIEFING, "description": "Context only: no tools."}
+    )
+    document["profiles"].append(
+        {
+            "id": BRIEFING,
+            "tokenCeiling": 1000,
+            "context": [
+                {
+                    "id": "briefing-role",
+                    "role": "system",
+                    "text": "Brief the author on the course's review rules.",
+                    "required": True,
+                }
+            ],
+            "toolRules": [{"tool": t["id"], "participation": "exclude"} for t in document["tools"]],
+        }
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    project = root / "briefing-project.json"
+    project.write_text(json.dumps(document), encoding="utf-8")
+    write_build(compile_project(project), root / "build")

@@ -68,6 +68,21 @@ def _flip_second_record_header(data: Path) -> None:
     log.write_bytes(bytes(whole))
 
 
+def _widen_a_middle_length(data: Path) -> None:
+    """One changed byte: the second record's map header becomes a 4-byte count, so the record
+    claims more than the file holds and reads to its end, as a torn tail would; the records
+    after it are intact (and some are past the store's mark: DENIED records need no store
+    write)."""
+    log = data / "decisions.cbor"
+    with log.open("rb") as fp:
+        offsets = [offset for offset, _raw, _value in cbor_items(fp)]
+    assert len(offsets) >= 4
+    whole = bytearray(log.read_bytes())
+    assert 0xA4 <= whole[offsets[1]] <= 0xB7
+    whole[offsets[1]] = 0xBA
+    log.write_bytes(bytes(whole))
+
+
 def _garbage_page(data: Path) -> None:
     store = data / "dispatch.sqlite"
     whole = bytearray(store.read_bytes())
@@ -102,6 +117,7 @@ DAMAGES: dict[str, tuple[str, str, Damage]] = {
         lambda d: _append(d / "decisions.cbor", b"garbage!"),
     ),
     "flipped log byte": ("LOG_DAMAGED", "decisions.cbor", _flip_second_record_header),
+    "damaged length mid-log": ("LOG_DAMAGED", "decisions.cbor", _widen_a_middle_length),
     "bad sqlite header": (
         "STORE_DAMAGED",
         "dispatch.sqlite",
@@ -147,6 +163,8 @@ def test_damaged_or_lost_data_is_refused_with_exit_2(tmp_path: Path, history: Pa
             assert f"{code}:" in err and file in err and "remedy:" in err, (name, err)
             assert "Traceback" not in err, (name, err)
             assert _files(config.data) == before, name  # nothing cut, created or repaired
+            if name == "damaged length mid-log":  # the remedy must not be to cut the file
+                assert "intact record starts at byte" in err and "do not cut" in err, err
     finally:
         for proc, _config, _before in started.values():
             stop(proc)
@@ -160,7 +178,8 @@ def test_a_torn_final_record_is_cut_and_the_runtime_starts(tmp_path: Path, histo
     whole = log.read_bytes()
     with log.open("rb") as fp:
         *_, (_offset, last, _value) = cbor_items(fp)
-    _append(log, last[: len(last) // 2])  # half of a record like the last one
+    torn = last[: len(last) // 2]
+    _append(log, torn)  # half of a record like the last one
     proc = start_serve(config)
     try:
         url = listening(proc)
@@ -171,8 +190,60 @@ def test_a_torn_final_record_is_cut_and_the_runtime_starts(tmp_path: Path, histo
 
         assert run_async(health()) == 200
         assert log.read_bytes() == whole  # the torn tail is cut, nothing else
+        side = config.data / f"decisions.cbor.torn-{len(whole)}"  # and saved, not destroyed
+        assert side.read_bytes() == torn and side.stat().st_mode & 0o777 == 0o600
     finally:
         stop(proc)
+
+
+def test_a_damaged_length_past_the_store_mark_is_refused_not_cut(
+    tmp_path: Path, executor: str
+) -> None:
+    """The finding: DENIED records are logged without a store write, so after a crash they lie
+    past the store's mark. One changed length byte in the first of them made the next start
+    cut it and every record after it, silently. Now the start is refused (exit 2,
+    LOG_DAMAGED) and the log is left exactly as it was."""
+    config = write_config(tmp_path, executor)
+    first = start_serve(config, name="first")
+    procs = [first]
+    try:
+        rt = listening(first)
+        ctx = run_async(
+            _post(
+                rt + "/v1/context/resolve",
+                {"objective": "authoring", "consumer": "course-authoring"},
+                BEARER,
+            )
+        )["contextRef"]
+        for n in range(5):  # a write without an approval: DENIED, nothing in the store
+            call = {"contextRef": ctx, "tool": "propose-change", "callId": f"w{n}"}
+            denied = run_async(
+                _post(rt + "/v1/context/tools/execute", {**call, "arguments": PROPOSAL}, BEARER)
+            )
+            assert denied["status"] == "DENIED", denied
+        first.send_signal(signal.SIGKILL)  # no clean close: the mark stays behind the denials
+        first.wait(10)
+        log = config.data / "decisions.cbor"
+        with log.open("rb") as fp:
+            items = [(offset, value) for offset, _raw, value in cbor_items(fp)]
+        denials = [offset for offset, value in items if value["event"] == "DENIED"]
+        assert len(denials) == 5
+        whole = bytearray(log.read_bytes())
+        assert 0xA4 <= whole[denials[0]] <= 0xB7
+        whole[denials[0]] = 0xBA  # the map header becomes a 4-byte count: beyond the file
+        log.write_bytes(bytes(whole))
+
+        second = start_serve(config, name="second")
+        procs.append(second)
+        assert second.wait(30) == 2
+        err = (tmp_path / "second.err").read_text()
+        assert "LOG_DAMAGED:" in err and f"byte {denials[0]}" in err, err
+        assert f"intact record starts at byte {denials[1]}" in err and "Traceback" not in err
+        assert log.read_bytes() == bytes(whole)  # nothing cut (the store recovers its WAL)
+        assert not list(config.data.glob("decisions.cbor.*"))  # and no side file
+    finally:
+        for proc in procs:
+            stop(proc)
 
 
 # --- the lock on the directory itself -------------------------------------------------------

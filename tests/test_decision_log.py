@@ -24,6 +24,7 @@ from servers.log.decision_log import (
     DecisionLog,
     DecisionLogError,
     LogScan,
+    TailNotSaved,
     admit,
     fragment,
     read_records,
@@ -494,3 +495,123 @@ def test_a_log_changed_under_its_writer_fails_the_trace(path: Path) -> None:
         path.write_bytes(whole.replace(b"ctx_1", b"ctx_9"))  # same length, another context
         with pytest.raises(DamagedRecord, match="changed"):
             log.trace("ctx_1")
+
+
+# --- what is a torn tail, and what is damage (a damaged length) -----------------------------
+
+
+def _six_records(path: Path) -> list[tuple[int, bytes]]:
+    """A log of six records; their offsets and bytes."""
+    with DecisionLog.open(path) as log:
+        for i in range(6):
+            log.append({"event": "DENIED", "at": NOW, "contextRef": f"ctx_{i}", "rule": "r" * 40})
+    data, out, pos = path.read_bytes(), [], 0
+    for raw in _raw_items(path):
+        out.append((pos, raw))
+        pos += len(raw)
+    assert pos == len(data)
+    return out
+
+
+def _text_length_claims_more(raw: bytes) -> bytes:
+    """The record with its 40-character string's length header widened: it now claims
+    0x28xx bytes, more than any file here holds."""
+    at = raw.index(b"\x78\x28" + b"r" * 40)
+    return raw[:at] + b"\x79" + raw[at + 1 :]
+
+
+def _map_header_claims_more(raw: bytes) -> bytes:
+    """The record's map header made a 4-byte count (the next bytes): pairs beyond the file."""
+    assert 0xA4 <= raw[0] <= 0xB7
+    return b"\xba" + raw[1:]
+
+
+@pytest.mark.parametrize("damage", [_text_length_claims_more, _map_header_claims_more])
+@pytest.mark.parametrize("which", [2, 4])
+def test_a_damaged_length_before_intact_records_is_refused_and_nothing_cut(
+    path: Path, damage: Any, which: int
+) -> None:
+    """One changed length byte in record 3 (or 5) of 6: the record reads to the end of the file,
+    as a torn tail would, but intact records start inside it. Refused at the damaged record,
+    naming the next intact one; the file is left exactly as it is, and no side file made."""
+    records = _six_records(path)
+    offset, raw = records[which]
+    whole = bytearray(path.read_bytes())
+    whole[offset : offset + len(raw)] = damage(raw)
+    path.write_bytes(bytes(whole))
+    with pytest.raises(DamagedRecord) as info:
+        DecisionLog.open(path)
+    assert (info.value.offset, info.value.intact_at) == (offset, records[which + 1][0])
+    with pytest.raises(DecisionLogError, match="intact record"):
+        list(read_records(path))
+    assert path.read_bytes() == bytes(whole)
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def test_a_damaged_length_longer_than_any_record_is_refused_without_reading_on(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More bytes after the damaged record than the largest record the writer writes: damage,
+    found without reading the rest of the file into memory, and the intact record named."""
+    records = _six_records(path)
+    monkeypatch.setattr(encoding, "MAX_RECORD_BYTES", 250)  # records here are ~100 bytes
+    offset, raw = records[1]
+    whole = bytearray(path.read_bytes())
+    whole[offset : offset + len(raw)] = _text_length_claims_more(raw)
+    path.write_bytes(bytes(whole))
+    with pytest.raises(DamagedRecord, match="more than 250 bytes, longer than any") as info:
+        DecisionLog.open(path)
+    assert (info.value.offset, info.value.intact_at) == (offset, records[2][0])
+    assert path.read_bytes() == bytes(whole)
+
+
+def test_a_genuine_torn_tail_is_cut_and_its_bytes_saved_beside_the_log(path: Path) -> None:
+    records = _six_records(path)
+    whole = path.read_bytes()
+    torn = records[-1][1][:-7]  # a crash mid-append: a prefix of a record like the last one
+    path.write_bytes(whole + torn)
+    with DecisionLog.open(path) as log:
+        assert log.dropped_tail == len(torn)
+        side = path.with_name(f"decisions.cbor.torn-{len(whole)}")
+        assert log.saved_tail == side
+        assert log.append({"event": "UNKNOWN"}) == 7
+    assert side.read_bytes() == torn  # not one byte destroyed
+    assert side.stat().st_mode & 0o777 == 0o600
+    assert path.read_bytes().startswith(whole) and len(list(read_records(path))) == 7
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, side.name])
+
+
+def test_a_side_file_already_saved_is_kept_and_one_with_other_bytes_refused(path: Path) -> None:
+    records = _six_records(path)
+    whole = path.read_bytes()
+    torn = records[-1][1][:20]
+    side = path.with_name(f"decisions.cbor.torn-{len(whole)}")
+    side.write_bytes(b"something else")
+    path.write_bytes(whole + torn)
+    with pytest.raises(TailNotSaved):
+        DecisionLog.open(path)
+    assert path.read_bytes() == whole + torn and side.read_bytes() == b"something else"
+    side.write_bytes(torn)  # an earlier start saved it and stopped before the cut
+    with DecisionLog.open(path) as log:
+        assert log.saved_tail == side
+    assert path.read_bytes() == whole and side.read_bytes() == torn
+
+
+def test_the_writer_writes_no_record_longer_than_a_tail_may_be(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record longer than MAX_RECORD_BYTES is refused before it is written (no seq used), so
+    an incomplete final record that long is damage, not a tear."""
+    with DecisionLog.open(path) as log:
+        log.append({"event": "INTENT", "tool": "t"})
+        log.append({"event": "DENIED", "rule": "x" * 400})
+    whole = path.read_bytes()
+    monkeypatch.setattr(encoding, "MAX_RECORD_BYTES", 300)
+    with DecisionLog.open(path.with_name("other.cbor")) as log:
+        with pytest.raises(DecisionLogError, match="at most 300"):
+            log.append({"event": "DENIED", "rule": "x" * 400})
+        assert log.append({"event": "DENIED"}) == 1
+    path.write_bytes(whole[:-10])  # the long record torn: 400+ bytes, longer than any record
+    with pytest.raises(DamagedRecord, match="longer than any"):
+        DecisionLog.open(path)
+    assert path.read_bytes() == whole[:-10]

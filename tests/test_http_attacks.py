@@ -10,18 +10,24 @@ library would refuse to misbehave:
   `Content-Encoding` claims, an unsupported encoding, a client gone mid-body, a body that
   never arrives: 400 (or 408), never a 500, nothing logged as an internal error, no state left;
 - headers: a malformed header carrying a bearer token is refused without echoing it (in the
-  answer or in the log); a 405 carries `Allow`; `/v1/ready`'s 503 matches its declared schema.
+  answer or in the log); a 405 carries `Allow`; `/v1/ready`'s 503 matches its declared schema;
+- connections held past their answer, with two connections at most, on uvloop and on asyncio:
+  a flood of bodies that never come and clients that never read leave `/v1/health` reachable;
+  a client that never reads is aborted after the write timeout, one evicted at once (open
+  files counted); an error answer with its body unread ends its connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -37,18 +43,18 @@ from runtime_harness import (
     READ_ARGS,
     guarded_stack,
     listening,
-    reference_project,
     run_async,
     running_stack,
     start_executor_process,
     start_serve,
+    start_serve_on,
     stop,
     write_config,
 )
 
 from seif.cli import build_parser
 from seif.serve import run_loop
-from servers.http import openapi
+from servers.http import openapi, wire
 from servers.http.serving import Limits
 
 LIMIT = 16
@@ -405,7 +411,18 @@ def test_a_body_that_never_arrives_is_408_and_the_connection_closed(tmp_path: Pa
             answer = await _in_thread(lambda: parse(read_all(sock)))
             sock.close()
             assert_error(answer, 408, "BODY_TIMEOUT")
+            assert answer.headers.get("connection") == "close"
             assert time.monotonic() - started < 0.5 + 2.0 + 1.0  # deadline, then lingering
+
+            # the body completed after its 408, and a request after it: never answered
+            sock = await _open_busy(target, head)
+            late = await _in_thread(lambda: read_answer(sock))
+            assert_error(late, 408, "BODY_TIMEOUT")
+            sock.sendall(
+                b'c\r\nbjective":1}\r\n0\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n'
+            )
+            assert await _in_thread(lambda: read_all(sock, timeout=LINGER + 3)) == b""
+            sock.close()
 
     run_loop(scenario())
 
@@ -467,7 +484,241 @@ def test_ready_503_matches_its_declared_schema(tmp_path: Path) -> None:
             declared = served.body["paths"]["/v1/ready"]["get"]["responses"]["503"]
             schema = declared["content"]["application/json"]["schema"]
             jsonschema.validate(ready.body, {**schema, "components": served.body["components"]})
-            objectives = reference_project().objective_by_id
-            assert served.body == openapi.document(list(objectives))
+            # served without a credential: the generic document, no objective of the build
+            assert served.body == openapi.document()
 
     run_async(scenario())
+
+
+# --- 4. connections held past their answer -------------------------------------------------
+# A request in progress used to count as busy until its connection closed, and a busy
+# connection was never evicted: a body that never came (aiohttp read it after the answer for
+# its lingering time) or an answer the client never read (the handler waited in `drain()` for
+# ever) held a slot each, and a few such connections made every new client a 503.
+
+HELD_LIMIT = 2
+WRITE_TIMEOUT = 4.0
+LINGER = 2.0  # serving.LINGER_S, at most the header timeout
+OPENAPI = b"GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"  # 17 KB, no credential needed
+
+
+@dataclass
+class Held(Served):
+    files: int = 0
+    """The process's open files when it was idle."""
+
+
+@pytest.fixture(scope="module", params=["uvloop", "asyncio"])
+def held(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Held]:
+    """`seif serve` with two connections at most, on each event loop it runs on."""
+    event_loop: str = request.param
+    if event_loop == "uvloop":
+        pytest.importorskip("uvloop")
+    root = tmp_path_factory.mktemp(f"held-{event_loop}")
+    executor, executor_url = start_executor_process(root)
+    config = write_config(root, executor_url)
+    limits = ("--max-connections", str(HELD_LIMIT), "--header-timeout", str(HEADER_TIMEOUT))
+    proc = start_serve_on(event_loop, config, *limits, "--write-timeout", str(WRITE_TIMEOUT))
+    try:
+        url = listening(proc)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        maps = Path(f"/proc/{proc.pid}/maps")
+        if maps.exists():  # the loop asked for is the loop that runs
+            assert ("uvloop" in maps.read_text()) == (event_loop == "uvloop")
+        files = open_files(proc.pid) if Path("/proc/self/fd").is_dir() else 0
+        stderr = config.data.parent / "serve.err"
+        yield Held(host, int(port), proc.pid, executor_url, stderr, files)
+    finally:
+        stop(proc)
+        stop(executor)
+
+
+def health_within(served: Served, bound: float) -> float | None:
+    """Seconds until a new client's `GET /v1/health` is answered 200 (retried while it is
+    refused), or None past ``bound``."""
+    started = time.monotonic()
+    while time.monotonic() - started < bound:
+        try:
+            if request(served, "GET", "/v1/health").status == 200:
+                return time.monotonic() - started
+        except (OSError, IndexError, ValueError):  # refused or cut: not an answer
+            pass
+        time.sleep(0.05)
+    return None
+
+
+def files_within(served: Held, at_most: int, bound: float) -> float | None:
+    """Seconds until the process holds at most ``at_most`` open files, or None past ``bound``."""
+    started = time.monotonic()
+    while time.monotonic() - started < bound:
+        if open_files(served.pid) <= at_most:
+            return time.monotonic() - started
+        time.sleep(0.05)
+    return None
+
+
+def settled(served: Held) -> None:
+    """Back to the open files of an idle process (the connections of earlier tests gone)."""
+    assert files_within(served, served.files, WRITE_TIMEOUT + LINGER + 3) is not None
+
+
+def never_reading(served: Served, answers: int = 300) -> socket.socket:
+    """A client that pipelines ``answers`` requests for the OpenAPI document and reads none:
+    its small receive window fills at once, and the runtime's writes stall."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(5)
+    sock.connect((served.host, served.port))
+    sock.sendall(OPENAPI * answers)
+    return sock
+
+
+def unread_body(served: Served, path: str = "/v1/context/resolve") -> socket.socket:
+    """Complete headers announcing a 100,000-byte body, no credential, and no body."""
+    sock = connect(served)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n".encode())
+    return sock
+
+
+@needs_proc
+def test_bodies_that_never_arrive_do_not_fill_the_connection_limit(held: Held) -> None:
+    """~50 new connections/s, each with headers and no body, answered 401 before the body: a
+    new client is still served within a second, all along."""
+    settled(held)
+    stop_flood = threading.Event()
+    flood: list[socket.socket] = []
+
+    def attack() -> None:
+        while not stop_flood.is_set():
+            with contextlib.suppress(OSError):  # refused at the limit: try again
+                flood.append(unread_body(held))
+            time.sleep(0.02)
+
+    attacker = threading.Thread(target=attack, daemon=True)
+    attacker.start()
+    try:
+        time.sleep(0.5)
+        waits = []
+        for _ in range(8):
+            waits.append(health_within(held, 1.0))
+            time.sleep(0.25)
+    finally:
+        stop_flood.set()
+        attacker.join(5)
+        for sock in flood:
+            sock.close()
+    assert len(flood) > 40
+    assert None not in waits, waits
+    assert_quiet(held)
+
+
+@needs_proc
+def test_clients_that_never_read_do_not_fill_the_connection_limit(held: Held) -> None:
+    """Every slot held by a client whose answers stalled: a new client evicts one (aborted,
+    its file descriptor released at once, before any write deadline) and is served."""
+    settled(held)
+    readers = [never_reading(held) for _ in range(HELD_LIMIT)]
+    try:
+        time.sleep(0.5)  # both stalled: the handlers wait for their clients to read
+        assert open_files(held.pid) >= held.files + HELD_LIMIT
+        started = time.monotonic()
+        waited = health_within(held, 1.0)
+        assert waited is not None
+        # one reader aborted: its descriptor is gone, not kept until its answer drains
+        released = files_within(held, held.files + HELD_LIMIT - 1, 1.0)
+        assert released is not None
+        assert time.monotonic() - started < WRITE_TIMEOUT - 1.5  # eviction, not the deadline
+    finally:
+        for sock in readers:
+            sock.close()
+    assert_quiet(held)
+
+
+@needs_proc
+def test_a_client_that_never_reads_is_aborted_after_the_write_timeout(held: Held) -> None:
+    settled(held)
+    sock = never_reading(held)
+    try:
+        started = time.monotonic()
+        time.sleep(0.3)
+        assert open_files(held.pid) == held.files + 1
+        released = files_within(held, held.files, WRITE_TIMEOUT + 3)
+        assert released is not None  # aborted, not held for ever
+        assert WRITE_TIMEOUT - 0.5 <= time.monotonic() - started <= WRITE_TIMEOUT + 3
+        sock.settimeout(2)
+        got = b""
+        try:  # what had reached the client's buffers, then the end: no more answers
+            while chunk := sock.recv(65536):
+                got += chunk
+        except (ConnectionResetError, TimeoutError):
+            pass
+        assert got.startswith(b"HTTP/1.1 200")
+        assert got.count(b"HTTP/1.1 200") < 300
+    finally:
+        sock.close()
+    assert_quiet(held)
+
+
+UNREAD = {
+    # (path, headers, the part of the body sent before the answer, the rest)
+    "401": ("/v1/context/resolve", "", b'{"objective": ', b'"learner"}'),
+    "401-approve": ("/v1/context/tools/approve", "", b"{", b"}"),
+    "413": ("/v1/context/resolve", f"Authorization: {BEARER}\r\n", b"{", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREAD))
+def test_an_error_answer_with_an_unread_body_closes_the_connection(held: Held, case: str) -> None:
+    """The answer says `Connection: close` and the connection ends: the rest of the body,
+    and a request after it, are never taken as the connection's next request."""
+    path, headers, first, rest = UNREAD[case]
+    length = wire.MAX_BODY_BYTES + 1 if rest is None else len(first) + len(rest)
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: {length}\r\n\r\n"
+    with connect(held) as sock:
+        sock.sendall(head.encode() + first)
+        answer = read_answer(sock)
+        assert answer.status == int(case[:3]), answer.raw[:300]
+        assert answer.headers.get("connection") == "close", answer.headers
+        started = time.monotonic()
+        # the rest of the body, then a second request, as a client keeping it alive would
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # closed already
+            sock.sendall(
+                (rest or b"x" * (length - len(first)))
+                + b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+            )
+        assert read_all(sock, timeout=LINGER + 3) == b""  # no second answer: closed
+        assert time.monotonic() - started <= LINGER + 1
+    assert_quiet(held)
+
+
+def read_answer(sock: socket.socket, timeout: float = 5.0) -> Answer:
+    """One answer (head and a body of its `Content-Length`), the connection left open."""
+    sock.settimeout(timeout)
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        chunk = sock.recv(65536)
+        assert chunk, raw
+        raw += chunk
+    head = parse(raw)
+    length = int(head.headers.get("content-length", "0"))
+    while len(raw) - raw.index(b"\r\n\r\n") - 4 < length:
+        chunk = sock.recv(65536)
+        assert chunk, raw
+        raw += chunk
+    return parse(raw)
+
+
+def test_the_write_timeout_is_checked_on_the_command_line() -> None:
+    parse_args = build_parser().parse_args
+    base = ["serve", "--build", "b", "--bindings", "x", "--credentials", "c", "--data", "d"]
+    assert parse_args(base).write_timeout == 10.0
+    assert parse_args([*base, "--write-timeout", "0.5"]).write_timeout == 0.5
+    for bad in ("0", "-1", "301", "nan", "soon"):
+        with pytest.raises(SystemExit) as exc:
+            parse_args([*base, "--write-timeout", bad])
+        assert exc.value.code == 2
+    for bad_s in (0.0, float("nan"), 301.0):
+        with pytest.raises(ValueError, match="write timeout"):
+            Limits(write_timeout_s=bad_s)

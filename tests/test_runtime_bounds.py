@@ -3,8 +3,11 @@ synthetic executor on loopback, time through the injected clock.
 
 - Pending approvals: at most 32 per context and 10,000 in all (the oldest dropped), dropped on
   expiry by time (at an insertion, a listing or the periodic sweep, whichever comes first), and
-  their arguments forgotten once approved, dispatched, expired or dropped.
+  their arguments forgotten once approved, dispatched, expired or dropped; each listed with the
+  time it stops being approvable.
 - Turns: expired and completed ones dropped, at most ``MAX_TURNS`` in all.
+- Quotas per credential: one application filling its share of turns or of pending calls drops
+  only its own, never another application's (two credentials on one runtime).
 - Argument keys and reported names: bounded, and an unknown key's text never on disk.
 """
 
@@ -16,19 +19,31 @@ from typing import Any
 
 import cbor2
 import pytest
+from jsonschema import Draft202012Validator, FormatChecker
 from runtime_harness import (
     APPROVAL,
+    CREDENTIALS,
+    ENV,
+    EXECUTOR,
     PROPOSAL,
     READ_ARGS,
+    READER_TOKEN,
+    TOOL_TOKENS,
     FakeClock,
+    RuntimeScenario,
     Stack,
+    run_async,
     run_on_fake_clock,
+    runtime_stack,
+    serving,
+    write_config,
 )
 
 from servers.http import app as app_module
-from servers.http.app import TURNS
+from servers.http.app import RUNTIME, TURNS
 from servers.log.decision_log import read_records
 from servers.runtime import pending as pending_module
+from servers.runtime.events import iso
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
 
@@ -209,6 +224,169 @@ def test_turns_are_pruned_and_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
         assert not set(old) & set(turns)
 
     run_on_fake_clock(tmp_path, scenario)
+
+
+def test_the_pending_list_says_when_each_call_stops_being_approvable(tmp_path: Path) -> None:
+    async def scenario(s: Stack, _runtime: Runtime, clock: FakeClock) -> None:
+        ctx = (await s.resolve())["contextRef"]
+        asked_at = clock.now
+        await ask(s, ctx, "p1", proposal(1))
+        reply = await s.call("GET", "/v1/context/tools/pending", headers=APPROVAL)
+        served = (await s.call("GET", "/v1/openapi.json", headers={})).body
+        declared = served["components"]["schemas"]["PendingList"]
+        assert "expiresAt" in declared["properties"]["pending"]["items"]["required"]
+        Draft202012Validator(declared, format_checker=FormatChecker()).validate(reply.body)
+        [entry] = reply.body["pending"]
+        assert entry["requestedAt"] == iso(asked_at)
+        assert entry["expiresAt"] == iso(asked_at + APPROVAL_TTL)  # not the context's expiry
+        assert entry["contextExpiresAt"] == iso(asked_at + CONTEXT_TTL)
+        clock.advance(APPROVAL_TTL - 1)
+        assert [p["callId"] for p in await listed(s)] == ["p1"]
+        clock.advance(1)  # at expiresAt it leaves the list, the context still live
+        assert await listed(s) == []
+
+        clock.advance(CONTEXT_TTL - APPROVAL_TTL - MINUTE)  # a minute of the context left
+        await ask(s, ctx, "late", proposal(2))
+        [late] = await listed(s)
+        assert late["expiresAt"] == late["contextExpiresAt"] == iso(asked_at + CONTEXT_TTL)
+
+    run_on_fake_clock(tmp_path, scenario)
+
+
+# ------------------------------------------------------------------ quotas per credential
+
+OTHER_TOKEN = "other-app-token-9c4e2a7b1f"
+OTHER = {"Authorization": f"Bearer {OTHER_TOKEN}"}
+READER = {"Authorization": f"Bearer {READER_TOKEN}"}
+TWO_APPS: dict[str, Any] = {
+    "credentials": [
+        *CREDENTIALS["credentials"],
+        {
+            "id": "other-app",
+            "tokenRef": "env:SEIF_OTHER_APP_TOKEN",
+            "scopes": ["context.resolve", "tools.execute"],
+        },
+    ]
+}
+
+
+def run_two_apps(root: Path, scenario: RuntimeScenario, *, require_turn: bool = False) -> None:
+    """:func:`run_on_fake_clock` with a second application credential, ``other-app``
+    (``OTHER``), beside ``tutor-app`` (the harness's default) and ``reader``."""
+    clock = FakeClock()
+
+    async def on_stack() -> None:
+        executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
+        async with serving(executor_app) as executor_url:
+            config = write_config(root, executor_url, credentials=TWO_APPS)
+            env = {**ENV, "SEIF_OTHER_APP_TOKEN": OTHER_TOKEN}
+            async with runtime_stack(
+                config, executor_url, executor_app, env=env, require_turn=require_turn, clock=clock
+            ) as s:
+                await scenario(s, s.runtime_app[RUNTIME], clock)
+
+    run_async(on_stack())
+
+
+async def start_turn(s: Stack, headers: dict[str, str] | None = None) -> str:
+    reply = await s.call("POST", "/v1/turns", headers=headers)
+    assert reply.status == 200, reply
+    turn: str = reply.body["turnId"]
+    return turn
+
+
+async def resolve_in(s: Stack, turn: str, headers: dict[str, str] | None = None) -> int:
+    """The status of a resolution in ``turn``."""
+    body = {"objective": "learner", "turnId": turn}
+    return (await s.call("POST", "/v1/context/resolve", body, headers=headers)).status
+
+
+def test_one_credential_filling_its_turns_never_drops_another_s(tmp_path: Path) -> None:
+    async def scenario(s: Stack, _runtime: Runtime, _clock: FakeClock) -> None:
+        mine = await start_turn(s)
+        readers = await start_turn(s, READER)
+        # the attack as found: one credential starts 10,001 turns (the bound in all, and more)
+        theirs = [await start_turn(s, OTHER) for _ in range(10_001)]
+        assert await resolve_in(s, mine) == 200  # other applications' turns stay live
+        assert await resolve_in(s, readers, READER) == 200
+        assert await resolve_in(s, theirs[-1], OTHER) == 200
+        assert await resolve_in(s, theirs[-1_001], OTHER) == 403  # its own oldest went
+        assert await resolve_in(s, theirs[-1_000], OTHER) == 200
+        turns = s.runtime_app[TURNS]
+        assert app_module.MAX_TURNS_PER_CREDENTIAL == 1_000
+        assert len(turns) == 1_002 and turns.held_by("other-app") == 1_000
+
+    run_two_apps(tmp_path, scenario, require_turn=True)
+
+
+def test_the_turns_in_all_drop_the_busiest_credential_s_oldest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario(s: Stack, _runtime: Runtime, _clock: FakeClock) -> None:
+        monkeypatch.setattr(app_module, "MAX_TURNS", 8)  # the bound in all, made reachable
+        mine = [await start_turn(s) for _ in range(2)]
+        readers = [await start_turn(s, READER) for _ in range(2)]
+        theirs = [await start_turn(s, OTHER) for _ in range(30)]
+        assert [await resolve_in(s, t) for t in mine] == [200, 200]
+        assert [await resolve_in(s, t, READER) for t in readers] == [200, 200]
+        turns = s.runtime_app[TURNS]
+        assert len(turns) == 8 and turns.held_by("other-app") == 4
+        assert set(mine + readers + theirs[-4:]) == set(turns)
+
+    run_two_apps(tmp_path, scenario, require_turn=True)
+
+
+async def ask_as(s: Stack, headers: dict[str, str], ctx: str, call_id: str, i: int) -> None:
+    body = {
+        "contextRef": ctx,
+        "tool": "propose-change",
+        "callId": call_id,
+        "arguments": proposal(i),
+    }
+    reply = await s.call("POST", "/v1/context/tools/execute", body, headers=headers)
+    assert reply.status == 200 and reply.body["reason"] == "APPROVAL_REQUIRED", reply
+
+
+async def flood(s: Stack, contexts: int, per_context: int) -> list[tuple[str, str]]:
+    """``other-app`` asks for approvals over contexts of its own: the calls, oldest first."""
+    asked = []
+    for _ in range(contexts):
+        ctx = (
+            await s.call("POST", "/v1/context/resolve", {"objective": "authoring"}, headers=OTHER)
+        ).body["contextRef"]
+        for j in range(per_context):
+            await ask_as(s, OTHER, ctx, f"x{j}", j)
+            asked.append((ctx, f"x{j}"))
+    return asked
+
+
+def test_one_credential_filling_its_pending_quota_never_drops_another_s(tmp_path: Path) -> None:
+    async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
+        assert runtime.pending.per_credential == 1_000
+        runtime.pending = PendingCalls(per_credential=10)  # the quota, made reachable
+        ctx = (await s.resolve())["contextRef"]
+        for i in range(3):
+            await ask(s, ctx, f"p{i}", proposal(i))
+        theirs = await flood(s, contexts=15, per_context=2)
+        calls = [(p["contextRef"], p["callId"]) for p in await listed(s)]
+        assert calls == [(ctx, f"p{i}") for i in range(3)] + theirs[-10:]
+        assert runtime.pending.held_by("tutor-app")[0] == 3
+        assert runtime.pending.held_by("other-app")[0] == 10
+
+    run_two_apps(tmp_path, scenario)
+
+
+def test_the_pending_bounds_in_all_drop_the_busiest_credential_s_oldest(tmp_path: Path) -> None:
+    async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
+        runtime.pending = PendingCalls(in_all=12)  # the bound in all, made reachable
+        ctx = (await s.resolve())["contextRef"]
+        for i in range(3):
+            await ask(s, ctx, f"p{i}", proposal(i))
+        theirs = await flood(s, contexts=10, per_context=2)
+        calls = [(p["contextRef"], p["callId"]) for p in await listed(s)]
+        assert calls == [(ctx, f"p{i}") for i in range(3)] + theirs[-9:]
+
+    run_two_apps(tmp_path, scenario)
 
 
 # ------------------------------------------------------------------ what reaches the disk

@@ -5,7 +5,9 @@ calls' structure on its own (bounds, and arguments released once dropped)."""
 from __future__ import annotations
 
 import gc
+import tracemalloc
 import weakref
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,17 @@ import pytest
 from runtime_harness import FakeClock, Stack, run_on_fake_clock
 
 from policy.canonical import canonical_cbor
+from policy.decision import Decision
+from policy.state import Call
+from policy.strictjson import loads
 from servers.runtime import events
-from servers.runtime.pending import MAX_ONE_BYTES, PendingCalls
+from servers.runtime.owners import UNKNOWN, Owners
+from servers.runtime.pending import MAX_ONE_BYTES, PendingCalls, arguments_of, waiting
 from servers.runtime.redact import error_pointer, key_token, names_field, shortened
 from servers.runtime.service import Runtime
 from servers.runtime.values import Pending
 from servers.support import memo
+from servers.support.bounded import Owned
 
 
 def test_the_least_recently_used_entry_goes_first() -> None:
@@ -188,3 +195,161 @@ def test_the_expiry_heap_stays_bounded() -> None:
     assert len(held) == 1
     held.discard_tool("c", "t")
     assert len(held) == 0
+
+
+# ------------------------------------------------------------------ held arguments' memory
+
+
+def many_empty_objects(size: int) -> bytes:
+    """``[{},{},...]`` of ``size`` bytes or one less: the JSON that decodes to the most
+    Python objects per byte (a 1 MiB one is some 25 MB of dicts)."""
+    return b"[" + b",".join([b"{}"] * ((size - 1) // 3)) + b"]"
+
+
+def decision_for(call_id: str) -> Decision:
+    return Decision(
+        outcome="DENY",
+        reason="APPROVAL_REQUIRED",
+        tool="propose-change",
+        call_id=call_id,
+        fingerprint="f" * 64,
+        approval_required=True,
+    )
+
+
+def test_held_arguments_are_their_encoding_and_the_budget_is_exact() -> None:
+    budget = 1 << 20  # small sizes keep the test quick under tracemalloc
+    held = PendingCalls(max_bytes=budget, per_credential_bytes=budget)
+    encoded = many_empty_objects(64 << 10)
+    count = (len(encoded) - 1) // 3
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(48):  # three times the budget asked; the oldest are dropped
+            arguments = [{} for _ in range(count)]  # what the wire decodes: ~1.6 MB of objects
+            call = Call(tool="propose-change", call_id=f"p{i}", arguments=arguments)
+            item = waiting("ctx", call, decision_for(f"p{i}"), 0, 10_000)
+            assert item is not None
+            held.add(item, now=0, owner="app")
+            del arguments, call, item
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held.bytes == sum(p.size for p in held.listed(0)) <= budget
+    assert len(held) == budget // len(encoded) and held.held_by("app") == (len(held), held.bytes)
+    first = held.listed(0)[0]
+    assert isinstance(first.arguments, bytes) and first.size == len(first.arguments)
+    assert first.arguments == encoded and arguments_of(first) == loads(encoded)
+    assert grown < budget + (64 << 10), grown  # the bytes held, and a little bookkeeping
+
+
+def test_the_pending_list_says_when_a_call_stops_being_approvable() -> None:
+    call = Call(tool="propose-change", call_id="p1", arguments={"a": [1.5, "x", None]})
+    now = 1_800_000_000_000
+    soon = waiting("ctx", call, decision_for("p1"), now, now + 15 * 60_000)
+    late = waiting("ctx", call, decision_for("p1"), now, now + 60_000)
+    assert soon is not None and late is not None
+    listed = events.pending_call(soon)
+    assert listed["arguments"] == {"a": [1.5, "x", None]}
+    assert listed["requestedAt"] == events.iso(now)
+    assert listed["expiresAt"] == events.iso(now + 5 * 60_000)  # the approval window
+    assert listed["contextExpiresAt"] == events.iso(now + 15 * 60_000)
+    assert events.pending_call(late)["expiresAt"] == events.iso(now + 60_000)  # the context's
+
+
+# ------------------------------------------------------------------ per-credential quotas
+
+
+def test_one_owner_over_its_quota_drops_only_its_own_calls() -> None:
+    held = PendingCalls(per_credential=10)
+    for i in range(5):
+        held.add(item(f"victim-{i}", "p", expires_at=100), now=0, owner="victim")
+    for i in range(50):
+        held.add(item(f"attacker-{i}", "p", expires_at=100), now=0, owner="attacker")
+    assert held.held_by("victim") == (5, 50) and held.held_by("attacker") == (10, 100)
+    assert [p.context_ref for p in held.listed(0)] == [f"victim-{i}" for i in range(5)] + [
+        f"attacker-{i}" for i in range(40, 50)
+    ]
+    assert held.owner_of("victim-0", "p") == "victim"
+
+
+def test_one_owner_over_its_byte_quota_drops_only_its_own_calls() -> None:
+    held = PendingCalls(per_credential_bytes=100)
+    held.add(item("victim", "p", expires_at=100, size=90), now=0, owner="victim")
+    for i in range(20):
+        held.add(item(f"attacker-{i}", "p", expires_at=100, size=30), now=0, owner="attacker")
+    assert held.held_by("victim") == (1, 90) and held.held_by("attacker") == (3, 90)
+    held.add(item("huge", "p", expires_at=100, size=101), now=0, owner="attacker")
+    assert held.get("huge", "p") is None and held.held_by("attacker") == (3, 90)
+
+
+def test_the_bounds_in_all_drop_the_oldest_of_the_owner_holding_the_most() -> None:
+    held = PendingCalls(in_all=20)
+    for i in range(5):
+        held.add(item(f"victim-{i}", "p", expires_at=100), now=0, owner="victim")
+    for i in range(50):
+        held.add(item(f"attacker-{i}", "p", expires_at=100), now=0, owner="attacker")
+    assert held.held_by("victim") == (5, 50) and held.held_by("attacker") == (15, 150)
+    by_bytes = PendingCalls(max_bytes=200)
+    by_bytes.add(item("victim", "p", expires_at=100, size=60), now=0, owner="victim")
+    for i in range(10):
+        by_bytes.add(item(f"attacker-{i}", "p", expires_at=100, size=30), now=0, owner="b")
+    assert by_bytes.held_by("victim") == (1, 60) and by_bytes.held_by("b") == (4, 120)
+    assert by_bytes.bytes == 180
+
+
+def test_a_full_owned_map_drops_its_owner_s_oldest_without_a_scan() -> None:
+    owned: Owned[int, int] = Owned()
+    looked = [0]
+
+    def finished(expiry: int) -> bool:
+        looked[0] += 1
+        return expiry <= 0
+
+    for i in range(3):
+        owned.admit(-i - 1, 1, owner="victim", limit=10_000, per_owner=1_000, finished=finished)
+    for i in range(20_000):  # the attacker's live entries, its quota long full
+        owned.admit(i, 1, owner="attacker", limit=10_000, per_owner=1_000, finished=finished)
+    assert [k for k in owned if owned.owner_of(k) == "victim"] == [-1, -2, -3]
+    assert owned.held_by("attacker") == 1_000 and list(owned)[-1] == 19_999
+    assert looked[0] <= 3 * 20_003  # a few looks per insertion, never one per entry
+
+    # the bound in all, a last resort: the owner holding the most loses its oldest
+    for base, owner in ((100_000, "a"), (200_000, "b")):
+        for i in range(base, base + 6):
+            owned.admit(i, 1, owner=owner, limit=1_010, per_owner=1_000, finished=finished)
+    assert owned.held_by("victim") == 3 and owned.held_by("a") == 6 and owned.held_by("b") == 6
+    assert owned.held_by("attacker") == 1_010 - 15 and len(owned) == 1_010
+
+    # finished entries go first, from the oldest end
+    expired: Owned[str, int] = Owned()
+    for i in range(5):
+        expired.admit(f"e{i}", 0, owner="x", limit=10, per_owner=10, finished=finished)
+    expired.admit("live", 1, owner="y", limit=10, per_owner=10, finished=finished)
+    assert list(expired) == ["live"]
+
+
+def test_context_owners_are_bounded_per_credential_and_forget_expired_contexts() -> None:
+    owners = Owners(per_credential=3, in_all=10)
+    owners.resolved("victim-ctx", "victim", expires_at=1_000, now=0)
+    for i in range(10):
+        owners.resolved(f"ctx-{i}", "attacker", expires_at=1_000, now=0)
+    assert owners.of("victim-ctx") == "victim"
+    assert [owners.of(f"ctx-{i}") for i in range(10)] == [UNKNOWN] * 7 + ["attacker"] * 3
+    assert owners.of("never-resolved") == UNKNOWN and len(owners) == 4
+    owners.resolved("fresh", "attacker", expires_at=2_000, now=1_000)  # the others expired
+    assert owners.of("victim-ctx") == UNKNOWN and len(owners) == 1
+    owners.resolved("no-credential", "", expires_at=2_000, now=1_000)
+    assert owners.of("no-credential") == UNKNOWN
+
+
+def test_held_bytes_that_do_not_decode_are_dropped_not_listed() -> None:
+    held = PendingCalls()
+    good = waiting("ctx", Call(tool="t", call_id="ok", arguments=[1]), decision_for("ok"), 0, 99)
+    assert good is not None
+    held.add(good, now=0)
+    held.add(replace(good, call_id="bad", arguments=b'{"a":1,"a":2}'), now=0)
+    assert [p["callId"] for p in events.pending_list(held, 0)] == ["ok"]  # no exception
+    assert held.get("ctx", "bad") is None and len(held) == 1

@@ -380,3 +380,26 @@ def test_undecodable_approval_headers(target: Target) -> None:
     utf8 = {**approver, "x-seif-approver": "ops-é".encode()}
     status, got, raw = send(target, "/v1/context/tools/approve", body, utf8)
     assert status == 200, raw
+
+
+def test_the_approval_token_is_compared_as_equal_length_digests(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The approval credential was compared raw: ``hmac.compare_digest`` returns early when the
+    lengths differ, so the token's length showed in the timing. Now every comparison is of two
+    keyed digests of one length, whatever is presented."""
+    import hmac
+
+    lengths: list[tuple[int, int]] = []
+    real = hmac.compare_digest
+
+    def recording(a: bytes, b: bytes) -> bool:
+        lengths.append((len(a), len(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", recording)
+    pending = "/v1/context/tools/pending"
+    for presented in (b"x", b"y" * 300, APPROVAL_TOKEN.encode()[:-1], APPROVAL_TOKEN.encode()):
+        status, _, _ = send(target, pending, b"", {"x-seif-tool-approval": presented}, "GET")
+        assert status == (200 if presented == APPROVAL_TOKEN.encode() else 401)
+    assert lengths and all(pair == (32, 32) for pair in lengths), lengths

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import secrets
 import threading
 import time
+import tracemalloc
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ import pytest
 from runtime_harness import (
     APP_TOKEN,
     BEARER,
+    READ_ARGS,
     listening,
     run_async,
     running_stack,
@@ -26,7 +30,8 @@ from runtime_harness import (
     write_config,
 )
 
-from servers.log.decision_log import admit, read_records
+from servers.log.decision_log import DecisionLog, admit, read_records
+from servers.log.index import TraceIndex
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 BIG = 20_000
@@ -130,3 +135,147 @@ def _get_trace(base: str, ctx: str) -> dict[str, Any]:
             return found
 
     return run_async(get())
+
+
+# --- the index is bounded: what it dropped is found by a scan ------------------------------
+
+
+def _runtime_like(rng: random.Random, refs: list[str], n: int) -> dict[str, Any]:
+    """A record as the runtime writes them: a context's first record is its DISCLOSED (a
+    fresh contextRef), later ones name a context already disclosed; some name none."""
+    roll = rng.random()
+    if roll < 0.25 or not refs:
+        refs.append(f"ctx_{n}")
+        return {"event": "DISCLOSED", "contextRef": refs[-1], "n": n}
+    if roll < 0.3:
+        return {"event": "DISCLOSED", "n": n}  # a blocked resolution names no context
+    ref = rng.choice(refs[-3:]) if roll < 0.6 else rng.choice(refs)  # recent ones more often
+    return {"event": rng.choice(["DENIED", "INTENT", "RESULT", "REPORTED"]), "contextRef": ref}
+
+
+def _check_traces(log: DecisionLog, path: Path, refs: list[str]) -> None:
+    everything = list(read_records(path))
+    for ref in [*refs, "ctx_never", ""]:
+        expected = [r for r in everything if r.get("contextRef") == ref]
+        assert log.trace(ref) == expected, ref
+        assert log.trace(ref) == expected, ref  # again, once the index holds it whole
+
+
+def test_a_dropped_contexts_trace_still_equals_read_records_filtered(tmp_path: Path) -> None:
+    """With room for 3 contexts and 40 positions, most contexts are dropped, some come back
+    (a new record after they were dropped), across a reopen (the index rebuilt by the pass at
+    open, keeping the most recent) and every way of appending: every trace is still the
+    filtered full read, and the bounds hold after every append."""
+    path = tmp_path / "decisions.cbor"
+    rng, refs = random.Random(5), list[str]()
+    with DecisionLog.open(path, fsync_every=0, trace_contexts=3, trace_records=40) as log:
+        for n in range(400):
+            log.append(_runtime_like(rng, refs, n))
+            assert (len(log._index), log._index.records) <= (3, 40)
+            if n % 97 == 0:
+                _check_traces(log, path, refs)
+        _check_traces(log, path, refs)
+    with DecisionLog.open(path, fsync_every=0, trace_contexts=3, trace_records=40) as log:
+        assert (len(log._index), log._index.records) <= (3, 40)
+        _check_traces(log, path, refs)
+        log.write_now([admit(_runtime_like(rng, refs, 1000 + n)) for n in range(100)])
+
+        async def more() -> None:
+            records = [_runtime_like(rng, refs, 2000 + n) for n in range(50)]
+            await asyncio.gather(*(log.append_async(r) for r in records))
+
+        asyncio.run(more())
+        assert (len(log._index), log._index.records) <= (3, 40)
+        _check_traces(log, path, refs)
+    assert len(refs) > 50
+
+
+def test_a_context_with_more_records_than_the_index_holds_is_traced_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "decisions.cbor"
+    with DecisionLog.open(path, fsync_every=0, trace_contexts=10, trace_records=25) as log:
+        log.append({"event": "DISCLOSED", "contextRef": "ctx_big"})
+        for n in range(100):
+            log.append({"event": "DENIED", "contextRef": "ctx_big", "n": n})
+            if n % 7 == 0:
+                log.append({"event": "DISCLOSED", "contextRef": f"ctx_{n}"})
+        assert log._index.records <= 25
+        _check_traces(log, path, ["ctx_big", "ctx_0", "ctx_98"])
+        assert len(log.trace("ctx_big")) == 101
+
+
+def test_the_index_stays_bounded_in_size_and_memory_with_many_contexts() -> None:
+    """200,000 contexts of 3 records into an index for 20,000: it holds the most recent
+    20,000, and its memory is what docs/data-directory.md says (about 350 bytes a context,
+    16 a position)."""
+    contexts, records = 20_000, 200_000
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        index = TraceIndex(max_contexts=contexts, max_records=records)
+        offset = 0
+        for _ in range(200_000):
+            ref = "ctx_" + secrets.token_urlsafe(18)  # held by the index alone, as at run time
+            for event in ("DISCLOSED", "DENIED", "INTENT"):
+                index.add({"event": event, "contextRef": ref}, offset, 400)
+                offset += 400
+            assert len(index) <= contexts and index.records <= records
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(index) == contexts and index.records == 3 * contexts
+    assert used < contexts * 400 + index.records * 24, used / contexts
+    assert index.dropped_below == (200_000 - contexts) * 3 * 400  # the last dropped one's end
+    with pytest.raises(ValueError):
+        TraceIndex(max_contexts=0)
+
+
+def test_an_evicted_context_over_http_while_health_answers(tmp_path: Path) -> None:
+    """A runtime on loopback whose index is cut to 2 contexts: the trace of a context it no
+    longer holds (found by a scan of about 9 MB in the reader thread) is the filtered full
+    read, health checks answer meanwhile, and a call on that context afterwards is in its
+    next trace."""
+
+    async def session() -> None:
+        async with running_stack(tmp_path) as s:
+            old = (await s.resolve(objective="learner", consumer="tutor-app"))["contextRef"]
+            records = [admit(_denied(old if i % 10 == 0 else f"ctx_o{i}", i)) for i in range(BIG)]
+            assert all(isinstance(r, int) for r in s.prepared.log.write_now(records))
+            recent = [(await s.resolve())["contextRef"] for _ in range(2)]
+            assert s.prepared.log.bound_traces(2, 1000) == (2, 2)  # `old` is dropped
+            stop_at = threading.Event()
+            pinger = asyncio.ensure_future(_pings(s.runtime, stop_at))
+            await asyncio.sleep(0.05)
+            started = time.monotonic()
+            async with s.http.get(f"{s.runtime}/v1/traces/{old}", headers=BEARER) as r:
+                assert r.status == 200
+                answer = json.loads(await r.read())
+            ended = time.monotonic()
+            stop_at.set()
+            spans = await pinger
+            log = s.prepared.log.path
+            expected = [r for r in read_records(log) if r.get("contextRef") == old]
+            assert answer == {"contextRef": old, "events": expected}
+            assert len(expected) > BIG // 10
+            during = [b for a, b in spans if a >= started and b <= ended]
+            assert len(during) >= 3, (len(spans), ended - started)
+            denied = await s.execute(old, "inspect-context", "late-1", READ_ARGS)
+            assert denied["status"] in ("SUCCEEDED", "DENIED")
+            after = await _trace(s, old)
+            assert after["events"][: len(expected)] == expected
+            everything = [r for r in read_records(log) if r.get("contextRef") == old]
+            assert after == {"contextRef": old, "events": everything}
+            for ref in recent:
+                assert (await _trace(s, ref))["events"] == [
+                    r for r in read_records(log) if r.get("contextRef") == ref
+                ]
+
+    run_async(session())
+
+
+async def _trace(s: Any, ref: str) -> dict[str, Any]:
+    async with s.http.get(f"{s.runtime}/v1/traces/{ref}", headers=BEARER) as r:
+        assert r.status == 200
+        found: dict[str, Any] = json.loads(await r.read())
+        return found

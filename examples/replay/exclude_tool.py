@@ -12,10 +12,11 @@ calls of it expect ``DENY TOOL_NOT_DISCLOSED``. So ``seif build`` accepts the ca
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from policy.strictjson import dumps, loads
 
 
 def exclude(project: dict[str, Any], profile_id: str, tool: str) -> dict[str, Any]:
@@ -45,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool", required=True)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
-    project = exclude(json.loads(args.project.read_text()), args.profile, args.tool)
-    args.out.write_text(json.dumps(project, indent=2, ensure_ascii=False) + "\n")
+    project = exclude(loads(args.project.read_bytes()), args.profile, args.tool)
+    args.out.write_text(dumps(project, indent=2) + "\n")
     return 0
 
 

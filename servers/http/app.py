@@ -6,7 +6,6 @@ There is no policy logic here.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from servers.config.files import Credential
+from servers.config.files import Credential, Credentials
 from servers.executor.client import ExecutorClient, new_transport
 from servers.http import openapi, wire
 from servers.http.wire import error_response, json_response
@@ -38,9 +37,14 @@ class Turn:
     outcome: str | None = None
 
 
-TURNS: web.AppKey[dict[str, Turn]] = web.AppKey("turns", dict)
+TURNS: web.AppKey[bounded.Owned[str, Turn]] = web.AppKey("turns", bounded.Owned)
+APPROVAL: web.AppKey[Credentials] = web.AppKey("approval", Credentials)
+"""The runner approval credential alone, compared as application tokens are."""
 MAX_TURNS = 10_000
-"""Turns held in memory at most; finished (completed or expired) ones are dropped first."""
+"""Turns held in memory at most, a last resort: the credential holding the most loses its
+oldest (finished, that is completed or expired, ones are dropped first)."""
+MAX_TURNS_PER_CREDENTIAL = 1_000
+"""Turns of one credential held at most: starting one more drops that credential's oldest."""
 
 
 @web.middleware
@@ -49,14 +53,16 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.content_length is not None and request.content_length > wire.MAX_BODY_BYTES:
             # every route, also one that reads no body (`POST /v1/turns`)
             raise HttpError(413, "TOO_LARGE", f"the body exceeds {wire.MAX_BODY_BYTES} bytes")
-        return await handler(request)
+        response = await handler(request)
     except HttpError as exc:
-        return error_response(exc)
+        response = error_response(exc)
     except web.HTTPException as exc:
-        return _routing_error(exc)
+        response = _routing_error(exc)
     except Exception as exc:  # a bug, never a client's doing: say nothing about the data
         LOG.error("internal error in %s %s: %s", request.method, request.path, type(exc).__name__)
-        return error_response(HttpError(500, "INTERNAL", "internal error"))
+        response = error_response(HttpError(500, "INTERNAL", "internal error"))
+    # a body left unread ends the connection: its rest is never taken for the next request
+    return wire.closing_if_unread(request, response)
 
 
 def _routing_error(exc: web.HTTPException) -> web.Response:
@@ -84,12 +90,10 @@ def _credential(request: web.Request, scope: str | None) -> Credential:
 def _approver(request: web.Request) -> str:
     """The approval credential only, never a bearer token; the approver id is trusted only
     from that credential."""
-    expected = request.app[PREPARED].approval_token
     given = request.headers.get("x-seif-tool-approval", "")
-    # header values arrive decoded with surrogateescape: a non-UTF-8 byte must not raise here
-    if not expected or not hmac.compare_digest(
-        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
-    ):
+    # keyed digests of equal length compared: neither the token nor its length shows in timing
+    # (a header value that is not UTF-8 arrives surrogate-escaped and is hashed, never raised)
+    if request.app[APPROVAL].authenticate(given) is None:
         raise HttpError(
             401,
             "UNAUTHENTICATED",
@@ -149,9 +153,9 @@ async def capabilities(request: web.Request) -> web.Response:
     return json_response(openapi.capabilities())
 
 
-async def openapi_doc(request: web.Request) -> web.Response:
-    objectives = request.app[PREPARED].build.project.objective_by_id
-    return json_response(openapi.document(list(objectives)))
+async def openapi_doc(_request: web.Request) -> web.Response:
+    # served without a credential: the generic document, never the build's objective ids
+    return json_response(openapi.document())
 
 
 async def start_turn(request: web.Request) -> web.Response:
@@ -159,11 +163,12 @@ async def start_turn(request: web.Request) -> web.Response:
     turn_id = "turn_" + secrets.token_urlsafe(18)
     now = request.app[RUNTIME].clock()
     expires = now + TURN_TTL_MS
-    bounded.admit(  # expired and completed turns go first, then the oldest: never unbounded
-        request.app[TURNS],
+    request.app[TURNS].admit(  # finished turns go first, then this credential's oldest
         turn_id,
         Turn(credential.id, expires),
+        owner=credential.id,
         limit=MAX_TURNS,
+        per_owner=MAX_TURNS_PER_CREDENTIAL,
         finished=lambda turn: turn.outcome is not None or now >= turn.expires_at,
     )
     return json_response({"turnId": turn_id, "expiresAt": iso(expires)})
@@ -187,7 +192,7 @@ async def resolve(request: web.Request) -> web.Response:
     credential = _credential(request, "context.resolve")
     body = wire.fields(await wire.read_json(request), wire.RESOLVE)
     turn = _live_turn(request, credential, body["turnId"])
-    answer = await request.app[RUNTIME].resolve(body, turn)
+    answer = await request.app[RUNTIME].resolve(body, turn, credential.id)
     return web.Response(body=answer, content_type="application/json")
 
 
@@ -261,7 +266,11 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
 def create_app(prepared: Prepared) -> web.Application:
     app = web.Application(middlewares=[errors], client_max_size=wire.MAX_BODY_BYTES)
     app[PREPARED] = prepared
-    app[TURNS] = {}
+    app[TURNS] = bounded.Owned()
+    token = prepared.approval_token
+    app[APPROVAL] = Credentials(
+        [Credential("runner-approval", frozenset(), token)] if token else []
+    )
     app.cleanup_ctx.append(_resources)
     app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/ready", ready)

@@ -288,9 +288,18 @@ def _receipt() -> dict[str, Any]:
 
 def _answers_shapes() -> dict[str, Any]:
     """The bodies of the answers of the context routes."""
-    pending = obj(
-        ["contextRef", "tool", "callId", "arguments"],
-        {"contextRef": S, "tool": S, "callId": S, "arguments": {}, "requestedAt": INSTANT},
+    pending = obj(  # expiresAt: when the call stops being approvable and leaves the list
+        ["contextRef", "tool", "callId", "arguments", "requestedAt", "expiresAt"],
+        {
+            "contextRef": S,
+            "tool": S,
+            "callId": S,
+            "arguments": {},
+            "reason": S,
+            "requestedAt": INSTANT,
+            "expiresAt": INSTANT,
+            "contextExpiresAt": INSTANT,
+        },
     )
     events = {"type": "array", "items": obj(["event"], {"event": S})}
     return {
@@ -366,8 +375,10 @@ def document(objectives: Sequence[str] = ()) -> dict[str, Any]:
             "description": (
                 "Errors are {error: {code, message}} and never quote a request header. Before "
                 "any route, the HTTP layer may answer 400 (a malformed request line or header) "
-                "or close a connection that has not sent its headers in time or is past the "
-                "connection limit (503 TOO_MANY_CONNECTIONS)."
+                "or close a connection that has not sent its headers in time, does not take its "
+                "answer within the write timeout, or is past the connection limit (503 "
+                "TOO_MANY_CONNECTIONS); an error answered before the body was read closes the "
+                "connection."
             ),
         },
         "paths": _paths(objective),

@@ -1,22 +1,29 @@
-"""The runtime's listening socket: a connection limit, a header deadline, a body deadline, and
-HTTP-layer errors that never echo the request.
+"""The runtime's listening socket: a connection limit, a header deadline, a body deadline, a
+write deadline, and HTTP-layer errors that never echo the request.
 
 aiohttp's own request handler keeps a connection that never completes its request head for as
-long as its keep-alive timeout (an hour by default), has no limit on open connections, and
-answers a malformed request line or header with a plain-text 400 that quotes the offending
-bytes (an ``Authorization`` value included) and logs them with a traceback. :class:`GuardedSite`
-serves an application with :class:`Limits` instead:
+long as its keep-alive timeout (an hour by default), has no limit on open connections, waits
+for ever for a client that does not read its answer, and answers a malformed request line or
+header with a plain-text 400 that quotes the offending bytes (an ``Authorization`` value
+included) and logs them with a traceback. :class:`GuardedSite` serves an application with
+:class:`Limits` instead:
 
 - a connection must deliver a complete request line and headers within
   ``header_timeout_s`` of being opened or of its previous response, else it is closed (this is
   aiohttp's keep-alive timer, which is armed from the connection's start and is not reset by
   partial data; an idle kept-alive connection therefore closes after the same time);
-- at most ``max_connections`` connections are open at once: a new one past the limit evicts
-  the oldest connection that is waiting for a request head (a slow or idle client, never one
-  whose request is being handled), or, when every connection is busy, is answered 503
-  ``TOO_MANY_CONNECTIONS`` and closed;
+- at most ``max_connections`` connections are open at once: a new one past the limit aborts
+  an open one that is not computing an answer (:meth:`GuardedHandler.eviction_rank`: one
+  already answered and closing, else one without a complete request, else an idle kept-alive
+  one, else one whose client is not taking its answer; the oldest of the first such kind), or,
+  when every connection is computing, is answered 503 ``TOO_MANY_CONNECTIONS`` and closed;
 - the body of a request must arrive within ``body_timeout_s`` (:mod:`servers.http.wire`
-  answers 408 ``BODY_TIMEOUT``);
+  answers 408 ``BODY_TIMEOUT``); after an answer that left a body unread (which the
+  application marks ``Connection: close``), the rest is read and discarded for at most
+  :data:`LINGER_S`, then the connection is closed;
+- a client must take some of a pending answer every ``write_timeout_s``, else its connection
+  is aborted (whatever was unsent is dropped: ``close()`` would keep the socket, and its file
+  descriptor, until a client that reads nothing had read it);
 - a request the HTTP parser refuses gets a JSON error naming the kind of fault, never the
   bytes, and one log line naming the exception type only.
 """
@@ -42,6 +49,11 @@ HEADER_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 1024
 """Connections open at once, by default."""
 MAX_HEADER_TIMEOUT_S = 10.0
+WRITE_TIMEOUT_S = 10.0
+"""The longest a client may take none of a pending answer, by default."""
+MAX_WRITE_TIMEOUT_S = 300.0
+LINGER_S = 2.0
+"""The longest the rest of an unread body is read and discarded after its answer."""
 BACKLOG = 512
 
 # the parser's faults, by class, from the most specific: what a client is told instead of the
@@ -63,6 +75,7 @@ class Limits:
     header_timeout_s: float = HEADER_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
     body_timeout_s: float = BODY_TIMEOUT_S
+    write_timeout_s: float = WRITE_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not 0 < self.header_timeout_s <= MAX_HEADER_TIMEOUT_S:
@@ -71,6 +84,8 @@ class Limits:
             raise ValueError("the connection limit must be at least 1")
         if self.body_timeout_s <= 0:
             raise ValueError("the body timeout must be positive")
+        if not 0 < self.write_timeout_s <= MAX_WRITE_TIMEOUT_S:
+            raise ValueError(f"the write timeout must be in (0, {MAX_WRITE_TIMEOUT_S:g}] seconds")
 
 
 def _error_body(code: str, message: str) -> bytes:
@@ -92,34 +107,74 @@ class _Gate:
         self.open: dict[GuardedHandler, None] = {}
 
     def admit(self) -> bool:
-        """Whether a new connection may open now, after closing an idle one if needed: the
-        oldest that never sent a complete request, else the oldest idle kept-alive one."""
+        """Whether a new connection may open now, after aborting one that is not computing
+        an answer if the limit is reached: the oldest of the lowest
+        :meth:`GuardedHandler.eviction_rank`."""
         if len(self.open) < self.limit:
             return True
-        victim = self._idle(fresh_only=True) or self._idle(fresh_only=False)
+        victim = self._victim()
         if victim is None:
             return False
-        self.open.pop(victim)
-        victim.force_close()
+        victim.abort()
         return True
 
-    def _idle(self, *, fresh_only: bool) -> GuardedHandler | None:
-        for handler in self.open:  # oldest first
-            if handler.awaiting_head() and not (fresh_only and handler.served()):
-                return handler
-        return None
+    def _victim(self) -> GuardedHandler | None:
+        best: GuardedHandler | None = None
+        best_rank = EVICT_LAST + 1
+        for handler in self.open:  # oldest first: a later one replaces it only if lower
+            rank = handler.eviction_rank()
+            if rank is not None and rank < best_rank:
+                best, best_rank = handler, rank
+                if rank == EVICT_FIRST:
+                    break
+        return best
+
+
+EVICT_FIRST = 0
+"""Every request answered (an answer counts once the client's socket took all of it), the
+connection closing: discarding the rest of a body its answer left unread."""
+EVICT_FRESH = 1
+"""No complete request yet: a slow or silent client."""
+EVICT_IDLE = 2
+"""Every request answered, waiting for the next one: an idle kept-alive client."""
+EVICT_LAST = 3
+"""An answer its client is not taking (the write deadline is running)."""
 
 
 class GuardedHandler(RequestHandler):
-    """aiohttp's request handler, counted by a :class:`_Gate`, answering and logging its own
-    faults without quoting the request."""
+    """aiohttp's request handler, counted by a :class:`_Gate`, under a write deadline,
+    answering and logging its own faults without quoting the request."""
 
-    __slots__ = ("_gate", "body_timeout_s")
+    __slots__ = (
+        "_answered",
+        "_gate",
+        "_socket",
+        "_write_check",
+        "_write_left",
+        "body_timeout_s",
+        "write_timeout_s",
+    )
 
-    def __init__(self, manager: web.Server, gate: _Gate, body_timeout_s: float, **kw: Any):
+    def __init__(self, manager: web.Server, gate: _Gate, limits: Limits, **kw: Any):
         super().__init__(manager, **kw)
         self._gate = gate
-        self.body_timeout_s = body_timeout_s
+        self.body_timeout_s = limits.body_timeout_s
+        self.write_timeout_s = limits.write_timeout_s
+        self._socket: asyncio.Transport | None = None
+        """The connection's transport until it is lost (aiohttp forgets it when it closes)."""
+        self._answered = 0
+        """Requests whose answer was written (or failed): all of them when it equals
+        ``_request_count``, aiohttp's count of requests parsed."""
+        self._write_check: asyncio.TimerHandle | None = None
+        self._write_left = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        socket = cast(asyncio.Transport, transport)
+        self._socket = socket
+        # writing pauses as soon as the client's socket refuses a byte, and resumes once all
+        # is taken: while it is paused, the write deadline runs
+        socket.set_write_buffer_limits(high=0)
+        super().connection_made(transport)
 
     def awaiting_head(self) -> bool:
         """Whether the connection waits for (the rest of) a request line and headers: no
@@ -132,8 +187,74 @@ class GuardedHandler(RequestHandler):
         """Whether the connection has delivered a complete request."""
         return self._request_count > 0
 
+    def eviction_rank(self) -> int | None:
+        """How readily the connection is aborted for a new one past the limit (``EVICT_*``,
+        lowest first), or None while it is computing an answer (or not yet connected: the
+        newest connections of an accept burst)."""
+        if self._socket is None:
+            return None
+        if self._answered >= self._request_count:  # nothing parsed is left unanswered
+            if self.awaiting_head():
+                return EVICT_IDLE if self.served() else EVICT_FRESH
+            return EVICT_FIRST if self.served() else EVICT_FRESH
+        if self.writing_paused:
+            return EVICT_LAST
+        return None
+
+    async def finish_response(
+        self, request: BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            self._answered += 1
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        socket = self._socket
+        self._write_left = socket.get_write_buffer_size() if socket is not None else 0
+        self._arm_write_check()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_write_check()
+
+    def _arm_write_check(self) -> None:
+        self._disarm_write_check()
+        self._write_check = self._loop.call_later(self.write_timeout_s, self._check_write)
+
+    def _disarm_write_check(self) -> None:
+        if self._write_check is not None:
+            self._write_check.cancel()
+            self._write_check = None
+
+    def _check_write(self) -> None:
+        """A write deadline passed while writing was paused: go on if the client took some
+        of what is pending since the last check, else abort."""
+        self._write_check = None
+        socket = self._socket
+        if socket is None:
+            return
+        left = socket.get_write_buffer_size()
+        if left < self._write_left:
+            self._write_left = left
+            if left:
+                self._arm_write_check()
+            return
+        LOG.info("a client took none of its answer for %g s: aborted", self.write_timeout_s)
+        self.abort()
+
+    def abort(self) -> None:
+        """Close the connection now, dropping whatever is unsent, and stop counting it."""
+        self._gate.open.pop(self, None)
+        self._disarm_write_check()
+        if self._socket is not None:
+            self._socket.abort()
+
     def connection_lost(self, exc: BaseException | None) -> None:
         self._gate.open.pop(self, None)
+        self._disarm_write_check()
+        self._socket = None
         super().connection_lost(exc)
 
     def handle_error(
@@ -209,10 +330,10 @@ class GuardedSite(web.BaseSite):
         handler = GuardedHandler(
             server,
             self._gate,
-            self._limits.body_timeout_s,
+            self._limits,
             loop=asyncio.get_running_loop(),
             keepalive_timeout=self._limits.header_timeout_s,
-            lingering_time=self._limits.header_timeout_s,
+            lingering_time=min(LINGER_S, self._limits.header_timeout_s),
             access_log=None,
         )
         # counted from now, not from connection_made: the connections of one accept burst

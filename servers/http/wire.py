@@ -44,13 +44,27 @@ def error_response(error: HttpError) -> web.Response:
     return json_response(error.body(), status=error.status)
 
 
+def closing_if_unread(request: web.BaseRequest, response: web.StreamResponse) -> web.StreamResponse:
+    """``response``, made the last answer of its connection (``Connection: close``) when the
+    body was not read to its end: a 408, a 413, any other error that left the body unread
+    (401 before a body was read, ``BODY_INCOMPLETE``, broken framing or encoding), and any
+    answer given before the whole body had arrived. A body that had all arrived but was not
+    read by a successful answer is discarded and the connection kept."""
+    body = request.content
+    unread = not body.at_eof()
+    if response.status in (408, 413) or (response.status >= 400 and unread) or not body.is_eof():
+        response.force_close()
+    return response
+
+
 def bad_request(message: str, code: str = "BAD_REQUEST") -> HttpError:
     return HttpError(400, code, message)
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object: 413 past the size limit (decompressed), 408 when it
-    does not arrive in time, 400 for anything else: an unsupported or broken
+    does not arrive in time (each answer then ends its connection: see
+    :func:`closing_if_unread`), 400 for anything else: an unsupported or broken
     ``Content-Encoding``, broken chunked framing, a connection closed mid-body, and whatever
     the strict boundary of :mod:`policy.strictjson` refuses (duplicate keys, non-finite or
     oversized numbers, lone surrogates, excessive depth), the message naming what and where

@@ -13,10 +13,14 @@ the sync lock, checks again and fsyncs everything written so far.
 
 Readers (:func:`read_records`, ``servers.log.reading``) take no lock and never block the
 writer: they decode a consistent prefix, and a torn final record, left by a crash or still being
-written, is not part of it. The writer keeps an index of each contextRef's records
-(``servers.log.index``), built during its pass at open and kept by every append, so that
-:meth:`DecisionLog.trace` reads one context's records without a pass over the file. The format
-is documented in ``docs/data-directory.md``.
+written, is not part of it. Only what can be a torn record is taken for one (shorter than the
+largest record the writer writes, and holding no intact record: a damaged length reads to the
+end of the file); when the log is opened it is cut off, after its bytes are saved beside the
+log (``decisions.cbor.torn-<offset>``). The writer keeps a bounded index of the most recently
+written contexts' records (``servers.log.index``), built during its pass at open and kept by
+every append, so that :meth:`DecisionLog.trace` reads one context's records without a pass
+over the file; a context the index no longer holds is found by a scan, in the reader thread.
+The format is documented in ``docs/data-directory.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import queue
 import threading
 import time
 import weakref
+from array import array
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,7 +50,7 @@ from servers.log.encoding import (
     fragment,
     record_fields_allowed,
 )
-from servers.log.index import TraceIndex
+from servers.log.index import MAX_CONTEXTS, MAX_RECORDS, TraceIndex
 from servers.log.reading import (
     CborItemError,
     DamagedRecord,
@@ -53,6 +58,7 @@ from servers.log.reading import (
     TornTail,
     Visitor,
     cbor_items,
+    find,
     read_at,
     read_records,
     scan,
@@ -78,6 +84,8 @@ __all__ = [
     "LogScan",
     "Visitor",
     "DamagedRecord",
+    "TailNotSaved",
+    "save_tail",
 ]
 
 T = TypeVar("T")
@@ -127,6 +135,8 @@ class DecisionLog:
         """What the pass at open found (records, last seq, torn tail)."""
         self.dropped_tail = scanned.torn
         """Bytes of a torn final record (a crash mid-append) removed when the log was opened."""
+        self.saved_tail: Path | None = None
+        """Where those bytes were saved (:func:`save_tail`), if any were cut."""
 
     @classmethod
     def open(
@@ -136,13 +146,20 @@ class DecisionLog:
         fsync_every: int = 1,
         visit: Visitor | None = None,
         accept: Callable[[LogScan], None] | None = None,
+        trace_contexts: int = MAX_CONTEXTS,
+        trace_records: int = MAX_RECORDS,
     ) -> DecisionLog:
         """Open for appending, creating the file (0600), after one pass over every record
         (checked; indexed by contextRef for :meth:`trace`; each handed to ``visit``, if
         given). ``seq`` continues from the last complete record. ``accept``, if given, sees
         the outcome of the pass before anything is changed and may raise to refuse the log.
-        Then a torn final record is cut off, so that the next append starts on a record
-        boundary. A corrupt record (not a torn tail) is an error: the file is left as it is.
+        Then a torn final record is saved beside the log (:func:`save_tail`) and cut off, so
+        that the next append starts on a record boundary. A corrupt record, or a final one
+        that cannot be torn (:func:`~servers.log.reading.tear`), is a :class:`DamagedRecord`:
+        the file is left as it is.
+
+        ``trace_contexts``, ``trace_records``: the bounds of the traces index
+        (:class:`~servers.log.index.TraceIndex`).
 
         ``fsync_every``: a record is durable before its append returns once N records are
         not known durable (1, the default: every record is durable when ``append`` returns);
@@ -152,11 +169,11 @@ class DecisionLog:
             raise ValueError("fsync_every must be an integer >= 0")
         path = Path(path)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        index = TraceIndex(trace_contexts, trace_records)  # bounds checked before any open
         fd = os.open(path, flags, 0o600)
-        index = TraceIndex()
 
         def seen(offset: int, length: int, record: dict[str, Any]) -> None:
-            index.add(record.get("contextRef"), offset, length)
+            index.add(record, offset, length)
             if visit is not None:
                 visit(offset, length, record)
 
@@ -165,13 +182,16 @@ class DecisionLog:
                 scanned = scan(fp, seen)
             if accept is not None:
                 accept(scanned)
-            if scanned.torn:
+            saved = save_tail(path, scanned) if scanned.torn else None
+            if saved is not None:
                 os.ftruncate(fd, scanned.end)
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, scanned, fsync_every, index)
+        log = cls(path, fd, scanned, fsync_every, index)
+        log.saved_tail = saved
+        return log
 
     @property
     def last_seq(self) -> int:
@@ -230,7 +250,7 @@ class DecisionLog:
         offset = self._end
         self._write(data)
         self._seq = seq
-        self._index.add(fields.get("contextRef"), offset, len(data))
+        self._index.add(fields, offset, len(data))
         return seq
 
     def _must_sync(self, seq: int) -> bool:
@@ -297,14 +317,31 @@ class DecisionLog:
 
     def trace(self, context_ref: str) -> list[dict[str, Any]]:
         """The records of one context, in order: exactly those :func:`read_records` would
-        yield with this ``contextRef``, up to the last record written, read from the index
-        (one read per record) rather than by a pass over the file. Takes ``_lock`` only to
-        copy the context's positions."""
+        yield with this ``contextRef``, up to the last record written. Those the index holds
+        are read by position (one read each); the rest, for a context it dropped or never
+        held, by a scan of the part of the file where they can be
+        (:class:`~servers.log.index.TraceIndex`), after which the index holds the context
+        whole. Takes ``_lock`` only to copy positions and bounds."""
         with self._lock:
             if self._closed:
                 raise DecisionLogError(f"decision log `{self.path}` is closed")
-            positions = self._index.positions(context_ref)
-        return read_at(self.path, positions, context_ref)
+            entry, positions = self._index.lookup(context_ref)
+            below = self._index.dropped_below if entry is None else entry.below
+        older, found = find(self.path, context_ref, below) if below else ([], array("Q"))
+        if entry is None:
+            return older
+        records = read_at(self.path, positions, context_ref)
+        if below:
+            with self._lock:
+                self._index.complete(context_ref, entry, found)
+        return older + records
+
+    def bound_traces(self, max_contexts: int, max_records: int) -> tuple[int, int]:
+        """Change the traces index's bounds (what is beyond them is dropped at once); returns
+        how many contexts and positions it holds then."""
+        with self._lock:
+            self._index.resize(max_contexts, max_records)
+            return len(self._index), self._index.records
 
     async def trace_async(self, context_ref: str, render: Callable[[list[dict[str, Any]]], T]) -> T:
         """:meth:`trace`, then ``render(records)`` (the encoding of a response, say), both in
@@ -346,6 +383,52 @@ class DecisionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def save_tail(path: Path, scanned: LogScan) -> Path:
+    """Save the torn tail ``scanned`` found (``scanned.torn`` bytes at ``scanned.end``) to
+    ``<log>.torn-<offset>`` beside the log, mode 0600, fsynced with its directory, before it
+    is cut: no byte is destroyed. Written under a temporary name and hard-linked into place,
+    so the name only appears whole; one already there with the same bytes (an earlier start
+    that stopped before the cut) is kept, one with other bytes is refused."""
+    with path.open("rb") as fp:
+        fp.seek(scanned.end)
+        data = fp.read()
+    if len(data) != scanned.torn:
+        raise DecisionLogError(f"decision log `{path}` changed while it was opened")
+    side = path.with_name(f"{path.name}.torn-{scanned.end}")
+    temporary = side.with_name(side.name + ".tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(temporary, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temporary, side, follow_symlinks=False)
+    except FileExistsError:
+        if side.is_symlink() or not side.is_file() or side.read_bytes() != data:
+            raise TailNotSaved(side) from None
+    finally:
+        temporary.unlink()
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return side
+
+
+class TailNotSaved(DecisionLogError):
+    """The side file for a torn tail exists already with other bytes: nothing is cut."""
+
+    def __init__(self, side: Path) -> None:
+        super().__init__(f"`{side.name}` exists already and holds other bytes")
+        self.side = side
 
 
 def _run_writer(ref: weakref.ref[DecisionLog], pending: queue.SimpleQueue[_Item | None]) -> None:

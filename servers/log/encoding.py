@@ -30,6 +30,11 @@ FORBIDDEN_FIELDS = frozenset({"arguments", "output", "reason_text", "secret", "t
 """Keys no record may have, at any depth; compared after lowercasing and dropping ``_`` and
 ``-`` (so ``reasonText`` and ``Reason-Text`` are refused too)."""
 ENVELOPE = ("v", "seq", "at", "event")
+MAX_RECORD_BYTES = 1 << 24
+"""The largest record the writer writes (16 MiB; one ``os.write`` each): a longer one is refused
+before it is written, so a reader that finds a longer item, or a torn tail as long, has found
+damage, never what a crash mid-append leaves. (A ``DISCLOSED`` record, the largest kind, holds
+a few hundred bytes per tool of its build; requests are bounded to 1 MiB.)"""
 
 _FORBIDDEN_NORMALIZED = frozenset(k.replace("_", "") for k in FORBIDDEN_FIELDS)
 _ID_KEYED = frozenset({"observations"})
@@ -184,6 +189,10 @@ def _splice(encoder: cbor2.CBOREncoder, value: Any) -> None:
 
 
 def encoded(fields: dict[str, Any], seq: int) -> bytes:
-    """The canonical CBOR of a prepared record with its ``seq`` (fragments spliced in)."""
+    """The canonical CBOR of a prepared record with its ``seq`` (fragments spliced in); a
+    record longer than :data:`MAX_RECORD_BYTES` is refused (:class:`DecisionLogError`)."""
     fields["seq"] = seq
-    return bytes(cbor2.dumps(fields, canonical=True, default=_splice))
+    data = bytes(cbor2.dumps(fields, canonical=True, default=_splice))
+    if len(data) > MAX_RECORD_BYTES:
+        raise DecisionLogError(f"a record of {len(data)} bytes: at most {MAX_RECORD_BYTES}")
+    return data

@@ -18,6 +18,7 @@ from policy.disclosure import Disclosure, Omission
 from policy.explain import Explanation
 from servers.log.encoding import Fragment, fragment
 from servers.runtime import redact
+from servers.runtime.pending import PendingCalls, arguments_of
 from servers.runtime.values import Pending
 from servers.support.memo import remembered
 
@@ -171,13 +172,30 @@ def _shared_fragment(shared: tuple[str, ...]) -> Fragment:
 
 
 def pending_call(item: Pending) -> dict[str, Any]:
-    """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it."""
+    """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it: its
+    arguments decoded from the held bytes, and ``expiresAt``, when it stops being approvable
+    (and leaves the list), besides its context's expiry (a ``JsonError`` for held bytes that
+    are not strict JSON)."""
     return {
         "contextRef": item.context_ref,
         "tool": item.tool,
         "callId": item.call_id,
-        "arguments": item.arguments,
+        "arguments": arguments_of(item),
         "reason": item.reason,
         "requestedAt": iso(item.requested_at),
+        "expiresAt": iso(item.expires_at),
         "contextExpiresAt": iso(item.context_expires_at),
     }
+
+
+def pending_list(held: PendingCalls, now: int) -> list[dict[str, Any]]:
+    """The ``pending`` of ``GET /v1/context/tools/pending``: the calls approvable at ``now``,
+    oldest first. A call whose held bytes do not decode (never made so: they are this
+    process's own strict JSON) is dropped, not listed: fail closed, never a 500."""
+    listed = []
+    for item in held.listed(now):
+        try:
+            listed.append(pending_call(item))
+        except ValueError:  # a JsonError
+            held.discard((item.context_ref, item.call_id))
+    return listed

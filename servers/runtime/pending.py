@@ -2,12 +2,18 @@
 
 A call denied for approval (``APPROVAL_REQUIRED``, ``APPROVAL_INVALID``, ``APPROVAL_EXPIRED``)
 is held so that ``GET /v1/context/tools/pending`` can show the approver its exact arguments.
-It is held only while it is approvable, and never beyond these bounds:
+Its arguments are held as their compact JSON encoding (bytes, decoded again only to be listed),
+so the memory they take is their counted length, whatever their shape. A call is held only
+while it is approvable, and never beyond these bounds, each call counted against the
+credential that resolved its context (its *owner*: :class:`~servers.runtime.owners.Owners`):
 
-- :data:`PER_CONTEXT` calls per context and :data:`IN_ALL` calls in all, the oldest request
-  dropped first (a repeat of a call counts as a new request);
-- :data:`MAX_BYTES` of arguments in all (their JSON length), the oldest dropped first; a call
-  whose arguments alone exceed :data:`MAX_ONE_BYTES` is not held at all;
+- :data:`PER_CONTEXT` calls per context, that context's oldest request dropped first (a repeat
+  of a call counts as a new request);
+- :data:`PER_CREDENTIAL` calls and :data:`PER_CREDENTIAL_BYTES` of arguments per owner, that
+  owner's oldest dropped first: one application filling its share drops only its own calls;
+- :data:`IN_ALL` calls and :data:`MAX_BYTES` of arguments in all, a last resort when many
+  owners are busy: the oldest call of the owner holding the most (calls, or bytes) is dropped;
+- a call whose arguments alone exceed :data:`MAX_ONE_BYTES` is not held at all;
 - until its :attr:`~servers.runtime.values.Pending.expires_at`: expired calls are dropped on
   every insertion, on every listing and by the runtime's periodic sweep, whichever comes first.
 
@@ -22,14 +28,19 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from policy.decision import Decision
+from policy.jsonvalue import JsonValue
 from policy.state import APPROVAL_TTL_MS, Call
-from policy.strictjson import dump_bytes
+from policy.strictjson import dump_bytes, loads
 from servers.runtime.values import Pending
 
 PER_CONTEXT = 32
+PER_CREDENTIAL = 1_000
+PER_CREDENTIAL_BYTES = 16 << 20
 IN_ALL = 10_000
 MAX_BYTES = 64 << 20
 MAX_ONE_BYTES = 1 << 20
@@ -46,43 +57,72 @@ stale entry keeps nothing private alive."""
 def waiting(
     context_ref: str, call: Call, decision: Decision, now: int, context_expires_at: int
 ) -> Pending | None:
-    """The call to hold for ``decision`` (an approval denial): approvable for the approval
-    window, or until its context expires if sooner; None for arguments that are not JSON."""
+    """The call to hold for ``decision`` (an approval denial), its arguments encoded:
+    approvable for the approval window, or until its context expires if sooner; None for
+    arguments that are not JSON."""
     try:
-        size = len(dump_bytes(call.arguments))
+        encoded = dump_bytes(call.arguments)
     except ValueError:  # never approvable (it has no fingerprint), so never held
         return None
     return Pending(
         context_ref,
         call.tool,
         call.call_id,
-        call.arguments,
+        encoded,
         decision.reason or "",
         now,
         decision.fingerprint or "",
         min(now + APPROVAL_TTL_MS, context_expires_at),
         context_expires_at,
-        size,
+        len(encoded),
     )
 
 
+def arguments_of(item: Pending) -> JsonValue:
+    """The held call's arguments, decoded (a :class:`~policy.strictjson.JsonError` for bytes
+    that are not strict JSON, which :func:`waiting` never makes)."""
+    return loads(item.arguments)
+
+
+@dataclass(slots=True)
+class _Account:
+    """One owner's held calls, oldest first, and the bytes of their arguments."""
+
+    calls: OrderedDict[Key, None] = field(default_factory=OrderedDict)
+    bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    item: Pending
+    owner: str
+    serial: int
+
+
 class PendingCalls:
-    """The held calls: oldest first in all and per context, and a heap of their expiries
-    (entries of calls dropped otherwise are skipped when they come up, and the heap is rebuilt
-    when such entries outnumber the live ones)."""
+    """The held calls: oldest first in all, per context and per owner, and a heap of their
+    expiries (entries of calls dropped otherwise are skipped when they come up, and the heap
+    is rebuilt when such entries outnumber the live ones). Every bound drops from an oldest
+    end, so an insertion costs O(log n) amortised, plus one look over the owners when a
+    bound in all is reached."""
 
     def __init__(
         self,
         per_context: int = PER_CONTEXT,
         in_all: int = IN_ALL,
         max_bytes: int = MAX_BYTES,
+        *,
+        per_credential: int = PER_CREDENTIAL,
+        per_credential_bytes: int = PER_CREDENTIAL_BYTES,
     ) -> None:
         self.per_context = per_context
         self.in_all = in_all
         self.max_bytes = max_bytes
-        self._all: dict[Key, Pending] = {}
-        self._serial_of: dict[Key, int] = {}
-        self._by_context: dict[str, dict[str, None]] = {}
+        self.per_credential = per_credential
+        self.per_credential_bytes = per_credential_bytes
+        self._all: OrderedDict[Key, _Held] = OrderedDict()
+        self._by_context: dict[str, OrderedDict[str, None]] = {}
+        self._by_owner: dict[str, _Account] = {}
         self._due: list[_Due] = []
         self._serial = itertools.count()
         self._sweeper: asyncio.Task[None] | None = None
@@ -96,57 +136,70 @@ class PendingCalls:
         return context_ref in self._by_context
 
     def get(self, context_ref: str, call_id: str) -> Pending | None:
-        return self._all.get((context_ref, call_id))
+        held = self._all.get((context_ref, call_id))
+        return held.item if held is not None else None
 
-    def add(self, item: Pending, now: int) -> None:
-        """Hold ``item`` (replacing an earlier request of the same call), then enforce the
-        bounds, dropping the oldest."""
+    def owner_of(self, context_ref: str, call_id: str) -> str | None:
+        held = self._all.get((context_ref, call_id))
+        return held.owner if held is not None else None
+
+    def held_by(self, owner: str) -> tuple[int, int]:
+        """How many calls ``owner`` holds, and the bytes of their arguments."""
+        account = self._by_owner.get(owner)
+        return (len(account.calls), account.bytes) if account is not None else (0, 0)
+
+    def add(self, item: Pending, now: int, owner: str = "") -> None:
+        """Hold ``item`` for ``owner`` (replacing an earlier request of the same call), then
+        enforce the bounds, dropping the oldest of the context, of the owner, then of the
+        owner holding the most."""
         key = (item.context_ref, item.call_id)
         self.discard(key)
         self.sweep(now)
-        if item.expires_at <= now or item.size > min(self.max_bytes, MAX_ONE_BYTES):
+        most = min(self.max_bytes, self.per_credential_bytes, MAX_ONE_BYTES)
+        if item.expires_at <= now or item.size > most or min(self.in_all, self.per_context) < 1:
             return
-        calls = self._by_context.get(item.context_ref, {})
+        calls = self._by_context.get(item.context_ref)
         while calls and len(calls) >= self.per_context:
             self.discard((item.context_ref, next(iter(calls))))
-        while self._all and (
-            len(self._all) >= self.in_all or self.bytes + item.size > self.max_bytes
-        ):
-            self.discard(next(iter(self._all)))
-        self._by_context.setdefault(item.context_ref, {})[item.call_id] = None
-        serial = next(self._serial)
-        self._all[key] = item
-        self._serial_of[key] = serial
-        self.bytes += item.size
-        heapq.heappush(self._due, (item.expires_at, serial, key))
+        account = self._by_owner.get(owner)
+        while account is not None and self._over_quota(account, item.size):
+            self.discard(next(iter(account.calls)))
+        while self._all and len(self._all) >= self.in_all:
+            self.discard(next(iter(self._largest(lambda a: len(a.calls)).calls)))
+        while self._all and self.bytes + item.size > self.max_bytes:
+            self.discard(next(iter(self._largest(lambda a: a.bytes).calls)))
+        self._keep(key, item, owner)
 
     def discard(self, key: Key) -> Pending | None:
         """Forget one call (and its arguments); the one forgotten, if any."""
-        item = self._all.pop(key, None)
-        if item is None:
+        held = self._all.pop(key, None)
+        if held is None:
             return None
-        del self._serial_of[key]
-        self.bytes -= item.size
-        calls = self._by_context.get(key[0])
-        if calls is not None:
-            calls.pop(key[1], None)
-            if not calls:
-                del self._by_context[key[0]]
+        self.bytes -= held.item.size
+        calls = self._by_context[key[0]]
+        del calls[key[1]]
+        if not calls:
+            del self._by_context[key[0]]
+        account = self._by_owner[held.owner]
+        del account.calls[key]
+        account.bytes -= held.item.size
+        if not account.calls:
+            del self._by_owner[held.owner]
         if len(self._due) > 2 * len(self._all) + 64:
             self._rebuild()
-        return item
+        return held.item
 
     def approved(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         """An approval of exactly the held call ends its wait; one of other arguments does
         not (the held call stays approvable)."""
-        item = self._all.get((context_ref, call_id))
+        item = self.get(context_ref, call_id)
         if item is not None and (item.tool, item.fingerprint) == (tool, fingerprint):
             self.discard((context_ref, call_id))
 
     def discard_tool(self, context_ref: str, tool: str) -> None:
         """Forget a context's calls of ``tool`` (it can run no more there)."""
         for call_id in list(self._by_context.get(context_ref, ())):
-            item = self._all.get((context_ref, call_id))
+            item = self.get(context_ref, call_id)
             if item is not None and item.tool == tool:
                 self.discard((context_ref, call_id))
 
@@ -155,15 +208,17 @@ class PendingCalls:
         dropped = 0
         while self._due and self._due[0][0] <= now:  # (a discard may rebuild the heap)
             _at, serial, key = heapq.heappop(self._due)
-            if self._serial_of.get(key) == serial:
+            held = self._all.get(key)
+            if held is not None and held.serial == serial:
                 self.discard(key)
                 dropped += 1
         return dropped
 
     def listed(self, now: int) -> list[Pending]:
-        """The calls still approvable at ``now``, oldest first."""
+        """The calls still approvable at ``now``, oldest first (their arguments encoded:
+        :func:`arguments_of`)."""
         self.sweep(now)
-        return list(self._all.values())
+        return [held.item for held in self._all.values()]
 
     def keep_swept(self, clock: Callable[[], int]) -> None:
         """Sweep every :data:`SWEEP_EVERY_S` seconds while calls are held (a task of the
@@ -181,6 +236,27 @@ class PendingCalls:
             await asyncio.sleep(SWEEP_EVERY_S)
             self.sweep(clock())
 
+    def _keep(self, key: Key, item: Pending, owner: str) -> None:
+        serial = next(self._serial)
+        self._all[key] = _Held(item, owner, serial)
+        self._by_context.setdefault(item.context_ref, OrderedDict())[item.call_id] = None
+        account = self._by_owner.setdefault(owner, _Account())
+        account.calls[key] = None
+        account.bytes += item.size
+        self.bytes += item.size
+        heapq.heappush(self._due, (item.expires_at, serial, key))
+
+    def _over_quota(self, account: _Account, size: int) -> bool:
+        """Whether the owner must drop a call before holding one of ``size`` bytes more."""
+        return bool(account.calls) and (
+            len(account.calls) >= self.per_credential
+            or account.bytes + size > self.per_credential_bytes
+        )
+
+    def _largest(self, measure: Callable[[_Account], int]) -> _Account:
+        """The account of the owner holding the most (one look per owner, never per call)."""
+        return max(self._by_owner.values(), key=measure)
+
     def _rebuild(self) -> None:
-        self._due = [(self._all[k].expires_at, s, k) for k, s in self._serial_of.items()]
+        self._due = [(h.item.expires_at, h.serial, k) for k, h in self._all.items()]
         heapq.heapify(self._due)

@@ -26,6 +26,7 @@ from servers.executor.observing import Observer
 from servers.log.decision_log import Admitted, DecisionLog, admit
 from servers.runtime import events, redact
 from servers.runtime.errors import HttpError
+from servers.runtime.owners import Owners
 from servers.runtime.pending import PendingCalls, waiting
 from servers.runtime.resolved import ResolvedCache
 from servers.runtime.values import IntentsView, Seen
@@ -53,6 +54,8 @@ class Runtime:
     _inflight: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     pending: PendingCalls = field(default_factory=PendingCalls)
     """Calls waiting for approval, with their arguments, bounded and swept on expiry."""
+    _owners: Owners = field(default_factory=Owners)
+    """Which credential resolved each live context: whose quota its pending calls use."""
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _observer: Observer = field(init=False)
 
@@ -99,8 +102,12 @@ class Runtime:
 
     # ------------------------------------------------------------------ resolve
 
-    async def resolve(self, request: Mapping[str, Any], turn_id: str | None) -> bytes:
-        """The answer's JSON body; its input-determined parts are computed once (pure)."""
+    async def resolve(
+        self, request: Mapping[str, Any], turn_id: str | None, credential: str = ""
+    ) -> bytes:
+        """The answer's JSON body; its input-determined parts are computed once (pure).
+        ``credential`` (the resolving credential's id) is remembered in memory only, to
+        account the context's pending calls to it."""
         objective = request["objective"]
         coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
         coords["trace"] = request.get("traceId") or ""
@@ -149,6 +156,7 @@ class Runtime:
         )
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
         memo.keep(self._disclosed, context_ref, disclosure)
+        self._owners.resolved(context_ref, credential, expires_at, now)
         return found.body(context_ref=context_ref, build=self.build.digest, expires_at=expires_at)
 
     # ------------------------------------------------------------------ state
@@ -452,14 +460,15 @@ class Runtime:
         """The calls still approvable now (expired ones are dropped first), oldest first. A
         dispatched call is no longer held: the dispatch forgets it in the same step in which
         the intents view learns of it, so no later denial can hold it again."""
-        return [events.pending_call(item) for item in self.pending.listed(self.clock())]
+        return events.pending_list(self.pending, self.clock())
 
     def _hold(self, row: ContextRow, call: Call, decision: Decision) -> None:
-        """Hold a call denied for approval, with its arguments, while it is approvable."""
+        """Hold a call denied for approval, with its arguments (encoded), while it is
+        approvable, counted against the credential that resolved its context."""
         now = self.clock()
         item = waiting(row.context_ref, call, decision, now, row.expires_at)
         if item is not None:
-            self.pending.add(item, now)
+            self.pending.add(item, now, self._owners.of(row.context_ref))
             self.pending.keep_swept(self.clock)
 
     def _forget_exhausted(self, context_ref: str, tool_id: str) -> None:

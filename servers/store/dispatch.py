@@ -61,6 +61,7 @@ from servers.store.rows import (
     row_fields,
 )
 from servers.store.writer import GroupWriter, WriterClosed
+from servers.support.memo import cached, keep
 
 T = TypeVar("T")
 __all__ = [
@@ -131,7 +132,7 @@ class Store:
         self._mark = _LogMark()
         self._writer = GroupWriter(db, name="dispatch-store-writer", on_batch=self._mark)
         weakref.finalize(self, self._writer.stop_soon)
-        self._lock = threading.Lock()  # the readers' registry and the context cache
+        self._lock = threading.Lock()  # the readers' registry
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._contexts: dict[str, ContextRow] = {}
@@ -274,17 +275,14 @@ class Store:
         await self._run(jobs.context_job(row), jobs.always(record))
 
     def context(self, context_ref: str) -> ContextRow | None:
-        found = self._contexts.get(context_ref)
+        found = cached(self._contexts, context_ref)
         if found is not None:
             return found
         rows = self._query("SELECT * FROM contexts WHERE context_ref = ?", (context_ref,))
         if not rows:
             return None
         found = context_row(rows[0])
-        with self._lock:
-            if len(self._contexts) >= CONTEXT_CACHE:
-                del self._contexts[next(iter(self._contexts))]  # the oldest entry
-            self._contexts[context_ref] = found
+        keep(self._contexts, context_ref, found, CONTEXT_CACHE)  # a context row never changes
         return found
 
     # intents

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from servers.log.decision_log import DecisionLog, LogScan
+from servers.log.decision_log import DecisionLog, DecisionLogError, LogScan, TailNotSaved
+from servers.log.index import MAX_CONTEXTS
 from servers.log.reading import DamagedRecord
 from servers.store.datadir import DECISION_LOG, DISPATCH_DB, RUNTIME_KEY, DataDir, DataDirError
 from servers.store.dispatch import Store, StoreDamaged, StoreError
@@ -51,9 +52,12 @@ class OpenedData:
     reconciled: Reconciled
 
 
-def open_data(data: DataDir, *, trace_key: bytes | None, now_ms: int) -> OpenedData:
+def open_data(
+    data: DataDir, *, trace_key: bytes | None, now_ms: int, trace_contexts: int = MAX_CONTEXTS
+) -> OpenedData:
     """Check, open and reconcile the store and the log of ``data`` (owned); on a refusal
-    everything opened here is closed again."""
+    everything opened here is closed again. ``trace_contexts``: how many contexts the log's
+    traces index holds at most (``servers.log.index``)."""
     key = trace_key
     if key is None and data.has_runtime_key():
         key = data.runtime_key()  # a bad key file is refused before anything is opened
@@ -65,7 +69,12 @@ def open_data(data: DataDir, *, trace_key: bytes | None, now_ms: int) -> OpenedD
         if store is not None and not data.log_path.exists() and store.has_rows():
             raise _refused(data.log_path, "LOG_MISSING", _log_missing(mark), RESTORE_LOG)
         facts, existing = LogFacts(store, mark), store
-        log = _open_log(data.log_path, facts, lambda scan: _accept(data, existing, mark, scan))
+        log = _open_log(
+            data.log_path,
+            facts,
+            lambda scan: _accept(data, existing, mark, scan),
+            trace_contexts,
+        )
         undo.callback(log.close)
         facts.finish()
         if store is None:
@@ -115,20 +124,48 @@ def _open_store(path: Path, now_ms: int) -> Store:
         raise _refused(path, "STORE_UNUSABLE", message, _access_remedy(path)) from None
 
 
-def _open_log(path: Path, facts: LogFacts, accept: Callable[[LogScan], None]) -> DecisionLog:
+def _open_log(
+    path: Path, facts: LogFacts, accept: Callable[[LogScan], None], trace_contexts: int
+) -> DecisionLog:
     try:
-        return DecisionLog.open(path, visit=facts, accept=accept)
+        return DecisionLog.open(path, visit=facts, accept=accept, trace_contexts=trace_contexts)
     except DamagedRecord as exc:
+        message = f"`{path}` is damaged at {exc}"
+        raise _refused(path, "LOG_DAMAGED", message, _damage_remedy(exc)) from None
+    except TailNotSaved as exc:
         remedy = (
-            f"the records before byte {exc.offset} are intact; keep a copy of the file, then"
-            f" restore it from a backup, or cut it there (`truncate -s {exc.offset}"
-            f" {DECISION_LOG}`), which is refused in turn (LOG_TRUNCATED) if it drops records"
-            " the store has seen"
+            f"compare `{exc.side.name}` with the end of `{DECISION_LOG}`; move it aside (keep"
+            " it), then start again"
         )
-        raise _refused(path, "LOG_DAMAGED", f"`{path}` is damaged at {exc}", remedy) from None
+        message = f"the torn final record of `{path}` cannot be saved: {exc}"
+        raise _refused(exc.side, "LOG_DAMAGED", message, remedy) from None
+    except DecisionLogError as exc:  # the file changed while it was opened
+        remedy = f"make sure no other process writes `{path}`, then start again"
+        raise _refused(path, "LOG_DAMAGED", f"`{path}`: {exc}", remedy) from None
     except OSError as exc:
         message = f"`{path}` cannot be opened: {exc.strerror or exc}"
         raise _refused(path, "LOG_UNUSABLE", message, _access_remedy(path)) from None
+
+
+def _damage_remedy(exc: DamagedRecord) -> str:
+    if exc.intact_at is not None:  # a damaged length: the records after it are intact
+        return (
+            f"the records before byte {exc.offset} and from byte {exc.intact_at} on are intact;"
+            f" do not cut the file (records after the damage would be lost): keep a copy, then"
+            f" restore `{DECISION_LOG}` from a backup"
+        )
+    if exc.unsure:  # an incomplete record too long to be torn: records may follow it
+        return (
+            f"the records before byte {exc.offset} are intact, and those after it may be: keep"
+            f" a copy, then restore `{DECISION_LOG}` from a backup; cut it at byte {exc.offset}"
+            " only if the bytes from there on are known to be one torn record (save them first)"
+        )
+    return (
+        f"the records before byte {exc.offset} are intact; keep a copy of the file, then"
+        f" restore it from a backup, or cut it there (`truncate -s {exc.offset}"
+        f" {DECISION_LOG}`), which is refused in turn (LOG_TRUNCATED) if it drops records"
+        " the store has seen"
+    )
 
 
 def _access_remedy(path: Path) -> str:
