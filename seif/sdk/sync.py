@@ -68,33 +68,12 @@ class _LoopThread:
                 self.loop.close()
 
 
-class SyncTurn:
-    """A blocking :class:`~seif.sdk.turns.Turn`: ``messages``, ``tools``, ``context``,
-    ``execute`` and ``report_disclosure``."""
+class SyncTurn(turns.TurnView):
+    """A blocking :class:`~seif.sdk.turns.Turn`: the same view, and a blocking ``execute``."""
 
     def __init__(self, client: SyncRuntimeClient, record: turns.TurnRecord) -> None:
+        super().__init__(record)
         self._client = client
-        self._record = record
-
-    @property
-    def context(self) -> Context:
-        return self._record.context
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        return self._record.context.messages
-
-    @property
-    def tools(self) -> tuple[ToolSchema, ...]:
-        return self._record.context.tools
-
-    @property
-    def turn_id(self) -> str:
-        return self._record.turn_id
-
-    @property
-    def receipts(self) -> tuple[Receipt, ...]:
-        return self._record.receipts
 
     def execute(
         self, name: str, call_id: str, arguments: Any, *, approval_id: str | None = None
@@ -111,9 +90,6 @@ class SyncTurn:
         )
         self._record.fill(slot, receipt)
         return receipt
-
-    def report_disclosure(self, names: Iterable[str]) -> None:
-        self._record.report(names)
 
 
 class SyncBoundTool:

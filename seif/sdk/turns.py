@@ -94,12 +94,12 @@ def note_errors(exc: BaseException, errors: list[ReportingError]) -> None:
         exc.add_note(f"seif: the turn could not be closed cleanly ({error})")
 
 
-class Turn:
-    """What a ``run_agent_turn`` handler is given: ``messages`` and ``tools`` (the exact
-    schemas) of ``context``, and ``execute``."""
+class TurnView:
+    """What every turn shows its handler, async or blocking: ``context``, its ``messages`` and
+    ``tools`` (the exact schemas), ``turn_id``, the ``receipts`` so far, and
+    ``report_disclosure``; the subclasses add ``execute``."""
 
-    def __init__(self, client: RuntimeClient, record: TurnRecord) -> None:
-        self._client = client
+    def __init__(self, record: TurnRecord) -> None:
         self._record = record
 
     @property
@@ -123,6 +123,19 @@ class Turn:
         """The receipts so far, in the order the calls were made."""
         return self._record.receipts
 
+    def report_disclosure(self, names: Iterable[str]) -> None:
+        """Say which function names the application bound for the model (a narrower set than
+        ``tools``); the SDK reports them when the handler returns."""
+        self._record.report(names)
+
+
+class Turn(TurnView):
+    """What a ``run_agent_turn`` handler is given: a :class:`TurnView` and ``execute``."""
+
+    def __init__(self, client: RuntimeClient, record: TurnRecord) -> None:
+        super().__init__(record)
+        self._client = client
+
     async def execute(
         self, name: str, call_id: str, arguments: Any, *, approval_id: str | None = None
     ) -> Receipt:
@@ -140,11 +153,6 @@ class Turn:
         )
         self._record.fill(slot, receipt)
         return receipt
-
-    def report_disclosure(self, names: Iterable[str]) -> None:
-        """Say which function names the application bound for the model (a narrower set than
-        ``tools``); the SDK reports them when the handler returns."""
-        self._record.report(names)
 
 
 async def finish(
