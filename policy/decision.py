@@ -76,8 +76,14 @@ def decide(ir: Project, context_state: ContextState | None, call: Call, now: Ins
     if t >= context_state.expires_at:
         return _deny(call, R.CONTEXT_EXPIRED, detail_of(f"expired at {context_state.expires_at}"))
     profile = context_state.disclosure.profile or ""
-    if call.tool not in context_state.disclosure.tool_ids:
-        return _deny(call, R.TOOL_NOT_DISCLOSED, _not_disclosed(ir, context_state, call.tool))
+    disclosed = context_state.disclosure.tool_ids
+    if call.tool not in disclosed:  # a tool id first, then the function name the model saw
+        named = ir.tool_id_by_name.get(call.tool)
+        if named not in disclosed:
+            return _deny(call, R.TOOL_NOT_DISCLOSED, _not_disclosed(ir, context_state, call.tool))
+        call = Call(
+            tool=named, call_id=call.call_id, arguments=call.arguments, approval_id=call.approval_id
+        )
     tool: Tool = ir.tool_by_id[call.tool]
     try:
         fp = context_state.fingerprint(call.arguments)
@@ -112,10 +118,24 @@ def detail_of(text: str) -> Explanation:
     return Explanation(pointer="", detail=text)
 
 
-def _not_disclosed(ir: Project, state: ContextState, tool_id: str) -> Explanation | None:
+SHOWN = 64
+"""How much of a tool the client sent, neither an id nor a name, a denial repeats."""
+
+
+def _not_disclosed(ir: Project, state: ContextState, sent: str) -> Explanation | None:
     profile = state.disclosure.profile
     if profile is None:
         return None
+    tool_id = sent if sent in ir.tool_by_id else ir.tool_id_by_name.get(sent)
+    if tool_id is None:
+        names = ", ".join(t.name for t in state.disclosure.tools) or "none"
+        shown = sent if len(sent) <= SHOWN else f"{sent[:SHOWN]}…(+{len(sent) - SHOWN})"
+        return Explanation(
+            pointer="/tools",
+            tool=shown,
+            detail=f"no tool has the id or function name `{shown}`; this context discloses: "
+            f"{names}",
+        )
     for omission in state.disclosure.omitted:
         if omission.id == tool_id and omission.kind == "tool":
             return Explanation(
@@ -125,8 +145,6 @@ def _not_disclosed(ir: Project, state: ContextState, tool_id: str) -> Explanatio
                 tool=tool_id,
                 detail=f"omitted: {omission.reason}",
             )
-    if tool_id not in ir.tool_by_id:
-        return Explanation(pointer="/tools", tool=tool_id, detail="no such tool")
     return rule_explanation(ir, profile, tool_id)
 
 

@@ -226,6 +226,9 @@ class Project:
     tool_fixtures: Mapping[str, Fixture] = field(default=EMPTY_MAP, metadata=key("toolFixtures"))
     tests: tuple[ProjectTest, ...] = field(default=(), metadata=key("tests"))
     tool_by_id: FrozenMap = _derived()
+    tool_id_by_name: FrozenMap = _derived()
+    """function name -> tool id (names are unique per project: ``DUPLICATE_NAME``), so a call
+    may name its tool as the model saw it."""
     profile_by_id: FrozenMap = _derived()
     objective_by_id: FrozenMap = _derived()
     tool_position: FrozenMap = _derived()
@@ -305,6 +308,7 @@ class Project:
         }
         set_(self, "candidate_tools", FrozenMap(included))
         set_(self, "tool_by_id", FrozenMap((t.id, t) for t in self.tools))
+        set_(self, "tool_id_by_name", FrozenMap((t.name, t.id) for t in self.tools))
         set_(self, "profile_by_id", FrozenMap((p.id, p) for p in self.profiles))
         set_(self, "objective_by_id", FrozenMap((o.id, o) for o in self.objectives))
         set_(self, "tool_position", FrozenMap((t.id, i) for i, t in enumerate(self.tools)))

@@ -46,7 +46,8 @@ def fingerprint(arguments: JsonValue, key: bytes | None = None) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Call:
-    """One call the model asks for: ``{tool, callId, arguments, approvalId?}``."""
+    """One call the model asks for: ``{tool, callId, arguments, approvalId?}``. ``tool`` is a
+    tool id or the function name the model saw; a decision names the tool by its id."""
 
     tool: str
     call_id: str

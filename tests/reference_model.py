@@ -233,6 +233,16 @@ def record_approval(
     state["approvals"][approval_id] = (tool, call_id, identity(arguments), now + APPROVAL_TTL)
 
 
+def disclosed_id(doc: dict[str, Any], state: dict[str, Any], sent: str) -> str | None:
+    """The disclosed tool that ``sent`` names: a tool id first, then a function name."""
+    if sent in state["tools"]:
+        return sent
+    for tool in doc["tools"]:
+        if tool["name"] == sent and tool["id"] in state["tools"]:
+            return str(tool["id"])
+    return None
+
+
 def decide(
     doc: dict[str, Any],
     state: dict[str, Any] | None,
@@ -247,8 +257,10 @@ def decide(
         return "DENY", "CONTEXT_UNKNOWN", None
     if now >= state["expires"]:
         return "DENY", "CONTEXT_EXPIRED", None
-    if tool_id not in state["tools"]:
+    found = disclosed_id(doc, state, tool_id)
+    if found is None:
         return "DENY", "TOOL_NOT_DISCLOSED", None
+    tool_id = found
     _, tool = find(doc["tools"], tool_id)
     assert tool is not None
     same = (tool_id, identity(arguments))

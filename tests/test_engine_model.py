@@ -71,6 +71,12 @@ class Lockstep:
         pool = self.pools.get(tool, [{}])
         return pool[index % len(pool)]
 
+    def call_by_name(self, tool: str, call_id: str, index: int, approval_id: str | None) -> None:
+        """Call the tool ``tool`` (an id) by its function name, with that id's arguments."""
+        name = self.doc["tools"][self.position(tool)]["name"]
+        self.pools.setdefault(name, self.pools.get(tool, [{}]))
+        self.call(name, call_id, index, approval_id)
+
     def resolve(self, objective: str, obs: dict[str, Any], coords: dict[str, str]) -> None:
         d = disclose(self.ir, objective, obs, coords)
         m = model.disclose(self.doc, objective, obs, coords)
@@ -137,11 +143,13 @@ class Lockstep:
         assert self.engine is before  # deciding never changes the state
         self.decisions.append(f"{decision.outcome} {decision.reason}")
         self.last = (tool, call_id, index, approval_id)
+        if self.model is not None and expected[1] not in ("CONTEXT_EXPIRED", "TOOL_NOT_DISCLOSED"):
+            assert decision.tool == model.disclosed_id(self.doc, self.model, tool)  # the id
         if decision.outcome == ALLOW:
             assert self.engine is not None and self.model is not None
             assert decision.fingerprint is not None
-            self.engine = self.engine.record_dispatch(call_id, tool, decision.fingerprint)
-            model.record_dispatch(self.model, call_id, tool, args)
+            self.engine = self.engine.record_dispatch(call_id, decision.tool, decision.fingerprint)
+            model.record_dispatch(self.model, call_id, decision.tool, args)
 
     def advance(self, how: int | str) -> None:
         targets = {
@@ -222,12 +230,17 @@ class EngineAgainstModel(RuleBasedStateMachine):
     def resolve(self, data: st.DataObject) -> None:
         self.resolve_with(data)
 
-    def call_one_of(self, tools: list[str], data: st.DataObject) -> None:
+    def call_one_of(self, tools: list[str], data: st.DataObject, by_name: bool = False) -> None:
+        """Call one of ``tools`` (ids), by its id or, ``by_name``, by its function name (its
+        arguments and approval are the id's: one tool, two ways of naming it)."""
         how = data.draw(APPROVALS)
         tool, call_id = data.draw(st.sampled_from(tools)), data.draw(CALL_IDS)
         index = data.draw(st.integers(0, 2))
         approval_id = how if how in PLAIN else self.lock.approve_for(how, tool, call_id, index)
-        self.lock.call(tool, call_id, index, approval_id)
+        if by_name:
+            self.lock.call_by_name(tool, call_id, index, approval_id)
+        else:
+            self.lock.call(tool, call_id, index, approval_id)
 
     @rule(data=st.data())
     def call_any_tool(self, data: st.DataObject) -> None:
@@ -237,6 +250,10 @@ class EngineAgainstModel(RuleBasedStateMachine):
     def call_disclosed_tool(self, data: st.DataObject) -> None:
         if self.lock.disclosed:
             self.call_one_of(self.lock.disclosed, data)
+
+    @rule(data=st.data())
+    def call_any_tool_by_name(self, data: st.DataObject) -> None:
+        self.call_one_of([t["id"] for t in self.lock.doc["tools"]], data, by_name=True)
 
     @rule(
         how=st.sampled_from(["exact", "exact", "args", "callId", "tool"]),

@@ -119,6 +119,9 @@ def _with_live_refs(case: Any, runtime: Runtime) -> None:
         body["contextRef"] = runtime.context_ref
         if isinstance(body.get("tool"), str):  # a tool the context disclosed
             body["tool"] = LIVE_TOOLS[len(body["tool"]) % len(LIVE_TOOLS)]
+    path = case.path_parameters or {}
+    if "contextRef" in path and "callId" in path and len(str(path["contextRef"])) % 2 == 0:
+        path["contextRef"] = runtime.context_ref  # the approval status of a live context
     if "turnId" in (case.path_parameters or {}) and len(str(case.path_parameters["turnId"])) % 2:
         case.path_parameters["turnId"] = runtime.call("POST", "/v1/turns")["turnId"]
 

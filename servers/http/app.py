@@ -209,6 +209,26 @@ async def approve(request: web.Request) -> web.Response:
     return json_response(await request.app[RUNTIME].approve(body, approver))
 
 
+async def reject(request: web.Request) -> web.Response:
+    approver = _approver(request)
+    body = wire.fields(await wire.read_json(request), wire.REJECT)
+    return json_response(await request.app[RUNTIME].reject(body, approver))
+
+
+async def approval_status(request: web.Request) -> web.Response:
+    credential = _credential(request, "tools.execute")
+    ref, call_id = request.match_info["contextRef"], request.match_info["callId"]
+    for name, value in (("contextRef", ref), ("callId", call_id)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise wire.bad_request(f"`{name}` is not Unicode text") from None
+        if len(value) > wire.MAX_ID_LENGTH:
+            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+    status = await request.app[RUNTIME].approval_status(ref, call_id, credential.id)
+    return json_response(status)
+
+
 async def pending(request: web.Request) -> web.Response:
     _approver(request)
     return json_response({"pending": request.app[RUNTIME].pending_calls()})
@@ -283,6 +303,9 @@ def create_app(prepared: Prepared) -> web.Application:
     app.router.add_post("/v1/context/tools/approve", approve)
     app.router.add_post("/runtime/v1/context/tools/approve", approve)
     app.router.add_get("/v1/context/tools/pending", pending)
+    app.router.add_post("/v1/context/tools/reject", reject)
+    app.router.add_post("/runtime/v1/context/tools/reject", reject)
+    app.router.add_get("/v1/context/tools/approvals/{contextRef}/{callId}", approval_status)
     app.router.add_post("/v1/context/disclosures", report)
     app.router.add_get("/v1/traces/{contextRef}", traces)
     return app

@@ -113,11 +113,52 @@ def _approve() -> dict[str, Any]:
     )
 
 
+def _reject() -> dict[str, Any]:
+    return _op(
+        "reject one call: no longer approvable (runner approval credential; `x-seif-approver`"
+        " names the human; the reason is never kept)",
+        {200: ref("Rejection")},
+        (*BODY_ERRORS, 401, 404, 409),
+        security=SECURITY_APPROVAL,
+        body=_body(
+            ["contextRef", "tool", "callId", "arguments", "reason"],
+            {"contextRef": ID, "tool": ID, "callId": ID, "arguments": VALUE, "reason": TEXT},
+        ),
+    )
+
+
+def _approval_paths() -> dict[str, Any]:
+    """The routes the approval flow adds: reject, and the application's approval status."""
+    return {
+        "/v1/context/tools/reject": {"post": _reject()},
+        "/runtime/v1/context/tools/reject": {"post": _reject()},
+        "/v1/context/tools/approvals/{contextRef}/{callId}": {
+            "get": _op(
+                "the approval state of one call of a context this credential resolved"
+                " (tools.execute)",
+                {200: ref("ApprovalStatus")},
+                (400, 401, 403, 404),
+                security=SECURITY_BEARER,
+                params=_path_param("contextRef") + _path_param("callId"),
+            )
+        },
+    }
+
+
 def _context_paths(objective: dict[str, Any]) -> dict[str, Any]:
     """The routes of a context: resolve, execute, approve, pending, disclosures, traces."""
     optional = ("consumer", "environment", "deployment", "traceId", "turnId")
     resolve_props = {k: OPTIONAL_ID for k in optional}
-    execute_props = {"contextRef": ID, "tool": ID, "callId": ID, "arguments": VALUE}
+    execute_props = {
+        "contextRef": ID,
+        "tool": {
+            **ID,
+            "description": "the tool id, or the function name the model saw (a tool id wins);"
+            " the receipt names the tool id",
+        },
+        "callId": ID,
+        "arguments": VALUE,
+    }
     return {
         "/v1/context/resolve": {
             "post": _op(
@@ -142,6 +183,7 @@ def _context_paths(objective: dict[str, Any]) -> dict[str, Any]:
         },
         "/v1/context/tools/approve": {"post": _approve()},
         "/runtime/v1/context/tools/approve": {"post": _approve()},
+        **_approval_paths(),
         "/v1/context/tools/pending": {
             "get": _op(
                 "calls waiting for approval (runner approval credential)",
@@ -307,6 +349,20 @@ def _answers_shapes() -> dict[str, Any]:
         "Receipt": _receipt(),
         "Approval": obj(["approvalId", "expiresAt"], {"approvalId": S, "expiresAt": INSTANT}),
         "PendingList": obj(["pending"], {"pending": {"type": "array", "items": pending}}),
+        "Rejection": obj(
+            ["state", "callId", "approver"],
+            {"state": {"const": "REJECTED"}, "callId": S, "approver": S},
+            closed=True,
+        ),
+        "ApprovalStatus": obj(
+            ["state"],
+            {
+                "state": {"enum": ["PENDING", "APPROVED", "REJECTED", "EXPIRED", "NONE"]},
+                "approvalId": S,
+                "expiresAt": INSTANT,
+            },
+            closed=True,
+        ),
         "Trace": obj(["contextRef", "events"], {"contextRef": S, "events": events}),
     }
 

@@ -188,6 +188,8 @@ APPROVE = {
     "arguments": Field("any", required=True),
     "reason": Field("text", required=True),
 }
+REJECT = APPROVE
+"""``POST /v1/context/tools/reject``: the call rejected, and the approver's reason (never kept)."""
 REPORT = {
     "contextRef": Field("str", required=True),
     "turnId": Field("str"),

@@ -25,7 +25,19 @@ from policy.canonical import EncodingError, canonical_cbor, check_json
 from servers.support.memo import keep
 
 FORMAT_VERSION = 1
-EVENTS = frozenset({"DISCLOSED", "REPORTED", "DENIED", "APPROVED", "INTENT", "RESULT", "UNKNOWN"})
+EVENTS = frozenset(
+    {
+        "DISCLOSED",
+        "REPORTED",
+        "DENIED",
+        "APPROVED",
+        "REJECTED",
+        "APPROVAL_EXPIRED",
+        "INTENT",
+        "RESULT",
+        "UNKNOWN",
+    }
+)
 FORBIDDEN_FIELDS = frozenset({"arguments", "output", "reason_text", "secret", "token"})
 """Keys no record may have, at any depth; compared after lowercasing and dropping ``_`` and
 ``-`` (so ``reasonText`` and ``Reason-Text`` are refused too)."""

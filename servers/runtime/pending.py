@@ -18,7 +18,11 @@ credential that resolved its context (its *owner*: :class:`~servers.runtime.owne
   every insertion, on every listing and by the runtime's periodic sweep, whichever comes first.
 
 A call also leaves when it is approved with exactly its arguments, or dispatched, or when its
-tool has used its ``maxCalls`` in the context (nothing more of it can run there). Dropping a
+tool has used its ``maxCalls`` in the context (nothing more of it can run there), or when it
+is rejected: a rejected call is remembered (:data:`OUTCOMES` at most, with the calls whose
+wait ran out, for the approval status) and never held again. An expiry is told to
+:attr:`PendingCalls.on_expired` (the runtime logs ``APPROVAL_EXPIRED``), and so is the expiry
+of an approval watched with :meth:`PendingCalls.watch_approval`. Dropping a
 call forgets its arguments; it refuses nothing (an approval is by exact arguments, which the
 runner holds): the call is simply no longer listed, and asking again lists it again.
 """
@@ -42,6 +46,9 @@ PER_CONTEXT = 32
 PER_CREDENTIAL = 1_000
 PER_CREDENTIAL_BYTES = 16 << 20
 IN_ALL = 10_000
+OUTCOMES = 100_000
+"""Calls whose rejection or expiry is remembered (in memory) for the approval status at most,
+the oldest forgotten first (a context lives 15 minutes, so they are long dead by then)."""
 MAX_BYTES = 64 << 20
 MAX_ONE_BYTES = 1 << 20
 SWEEP_EVERY_S = 1.0
@@ -127,6 +134,13 @@ class PendingCalls:
         self._serial = itertools.count()
         self._sweeper: asyncio.Task[None] | None = None
         self.bytes = 0
+        self._outcomes: OrderedDict[Key, str] = OrderedDict()
+        self._approvals: list[tuple[int, str, Key]] = []
+        self.on_expired: Callable[[Pending], None] | None = None
+        """Told of every held call dropped because its time ran out (never of one dropped
+        for a bound, approved, dispatched or exhausted)."""
+        self.on_approval_expired: Callable[[str, Key], None] | None = None
+        """Told of every watched approval (:meth:`watch_approval`) whose time ran out."""
 
     def __len__(self) -> int:
         return len(self._all)
@@ -155,6 +169,8 @@ class PendingCalls:
         key = (item.context_ref, item.call_id)
         self.discard(key)
         self.sweep(now)
+        if self._outcomes.get(key) == "REJECTED":
+            return  # a rejected call is never approvable again, so never held
         most = min(self.max_bytes, self.per_credential_bytes, MAX_ONE_BYTES)
         if item.expires_at <= now or item.size > most or min(self.in_all, self.per_context) < 1:
             return
@@ -204,15 +220,50 @@ class PendingCalls:
                 self.discard((context_ref, call_id))
 
     def sweep(self, now: int) -> int:
-        """Drop every call expired at ``now``; how many were dropped."""
+        """Drop every call expired at ``now`` (each remembered as ``EXPIRED`` and told to
+        :attr:`on_expired`), and tell :attr:`on_approval_expired` of every watched approval
+        expired at ``now``; how many calls were dropped."""
         dropped = 0
         while self._due and self._due[0][0] <= now:  # (a discard may rebuild the heap)
             _at, serial, key = heapq.heappop(self._due)
             held = self._all.get(key)
             if held is not None and held.serial == serial:
                 self.discard(key)
+                self.remember(key, "EXPIRED")
                 dropped += 1
+                if self.on_expired is not None:
+                    self.on_expired(held.item)
+        while self._approvals and self._approvals[0][0] <= now:
+            _at, approval_id, key = heapq.heappop(self._approvals)
+            if self.on_approval_expired is not None:
+                self.on_approval_expired(approval_id, key)
         return dropped
+
+    def watch_approval(self, approval_id: str, key: Key, expires_at: int) -> None:
+        """Have the sweep tell :attr:`on_approval_expired` when this approval runs out (at
+        most :data:`IN_ALL` watched: past that an approval is not watched)."""
+        if len(self._approvals) < self.in_all:
+            heapq.heappush(self._approvals, (expires_at, approval_id, key))
+
+    def remember(self, key: Key, outcome: str) -> None:
+        """Remember how a call's wait ended (``REJECTED`` or ``EXPIRED``), at most
+        :data:`OUTCOMES` calls, the oldest forgotten first; a rejection is never replaced."""
+        if self._outcomes.get(key) == "REJECTED":
+            return
+        self._outcomes[key] = outcome
+        self._outcomes.move_to_end(key)
+        while len(self._outcomes) > OUTCOMES:
+            self._outcomes.popitem(last=False)
+
+    def outcome(self, key: Key) -> str | None:
+        """``REJECTED``, ``EXPIRED`` or None (:meth:`remember`)."""
+        return self._outcomes.get(key)
+
+    def rejected(self, key: Key) -> Pending | None:
+        """The call is rejected: remembered so, no longer held (its arguments forgotten);
+        the one held, if any."""
+        self.remember(key, "REJECTED")
+        return self.discard(key)
 
     def listed(self, now: int) -> list[Pending]:
         """The calls still approvable at ``now``, oldest first (their arguments encoded:
@@ -223,7 +274,7 @@ class PendingCalls:
     def keep_swept(self, clock: Callable[[], int]) -> None:
         """Sweep every :data:`SWEEP_EVERY_S` seconds while calls are held (a task of the
         running loop, started when needed), judging expiry by ``clock``."""
-        if self._all and (self._sweeper is None or self._sweeper.done()):
+        if (self._all or self._approvals) and (self._sweeper is None or self._sweeper.done()):
             self._sweeper = asyncio.ensure_future(self._sweeping(clock))
 
     def stop_sweeping(self) -> None:
@@ -232,7 +283,7 @@ class PendingCalls:
             self._sweeper = None
 
     async def _sweeping(self, clock: Callable[[], int]) -> None:
-        while self._all:
+        while self._all or self._approvals:
             await asyncio.sleep(SWEEP_EVERY_S)
             self.sweep(clock())
 
