@@ -18,6 +18,7 @@ generated too, not only the errors.
 
 from __future__ import annotations
 
+import itertools
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -45,6 +46,7 @@ from servers.http import openapi
 MAX_EXAMPLES = 20
 LIVE_TOOLS = ("inspect-context", "propose-change")
 SEEN: dict[str, list[tuple[str, str, int]]] = {}
+_CALLS = itertools.count()
 CONFIG = f"""
 [generation]
 max-examples = {MAX_EXAMPLES}
@@ -119,6 +121,8 @@ def _with_live_refs(case: Any, runtime: Runtime) -> None:
         body["contextRef"] = runtime.context_ref
         if isinstance(body.get("tool"), str):  # a tool the context disclosed
             body["tool"] = LIVE_TOOLS[len(body["tool"]) % len(LIVE_TOOLS)]
+        if isinstance(body.get("callId"), str):  # a call no earlier case approved or rejected
+            body["callId"] = f"{body['callId'][:200]}~{next(_CALLS)}"
     path = case.path_parameters or {}
     if "contextRef" in path and "callId" in path and len(str(path["contextRef"])) % 2 == 0:
         path["contextRef"] = runtime.context_ref  # the approval status of a live context
