@@ -208,13 +208,7 @@ def test_a_damaged_length_past_the_store_mark_is_refused_not_cut(
     procs = [first]
     try:
         rt = listening(first)
-        ctx = run_async(
-            _post(
-                rt + "/v1/context/resolve",
-                {"objective": "authoring", "consumer": "course-authoring"},
-                BEARER,
-            )
-        )["contextRef"]
+        ctx = _authoring_context(rt)
         for n in range(5):  # a write without an approval: DENIED, nothing in the store
             call = {"contextRef": ctx, "tool": "propose-change", "callId": f"w{n}"}
             denied = run_async(
@@ -282,6 +276,13 @@ def executor(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+def _authoring_context(runtime: str) -> str:
+    """A resolved authoring context of the runtime at ``runtime``: its contextRef."""
+    body = {"objective": "authoring", "consumer": "course-authoring"}
+    ref: str = run_async(_post(runtime + "/v1/context/resolve", body, BEARER))["contextRef"]
+    return ref
+
+
 async def _post(url: str, body: Any, headers: dict[str, str]) -> dict[str, Any]:
     async with (
         aiohttp.ClientSession() as session,
@@ -310,13 +311,7 @@ def test_a_lost_wal_tail_never_dispatches_an_approved_write_again(
     procs = [first]
     try:
         rt = listening(first)
-        ctx = run_async(
-            _post(
-                rt + "/v1/context/resolve",
-                {"objective": "authoring", "consumer": "course-authoring"},
-                BEARER,
-            )
-        )["contextRef"]
+        ctx = _authoring_context(rt)
         call = {"contextRef": ctx, "tool": "propose-change", "callId": "w1", "arguments": PROPOSAL}
         approved = run_async(
             _post(rt + "/v1/context/tools/approve", {**call, "reason": "ok"}, APPROVAL)

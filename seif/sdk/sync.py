@@ -78,8 +78,7 @@ class SyncTurn(turns.TurnView):
     def execute(
         self, name: str, call_id: str, arguments: Any, *, approval_id: str | None = None
     ) -> Receipt:
-        tool = self._record.context.tool_id(name)
-        slot = self._record.open_slot()
+        tool, slot = self._open(name)
         receipt = self._client.execute(
             self._record.context.context_ref,
             tool,

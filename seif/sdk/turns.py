@@ -123,6 +123,11 @@ class TurnView:
         """The receipts so far, in the order the calls were made."""
         return self._record.receipts
 
+    def _open(self, name: str) -> tuple[str, int]:
+        """The tool id of the function ``name`` (``ValueError`` naming the disclosed ones) and
+        the receipt slot of the call about to be made, so receipts stay in call order."""
+        return self._record.context.tool_id(name), self._record.open_slot()
+
     def report_disclosure(self, names: Iterable[str]) -> None:
         """Say which function names the application bound for the model (a narrower set than
         ``tools``); the SDK reports them when the handler returns."""
@@ -141,8 +146,7 @@ class Turn(TurnView):
     ) -> Receipt:
         """Execute the function ``name`` the model called, with the model's ``call_id``. A name
         the context does not disclose is a ``ValueError`` naming those it does (nothing sent)."""
-        tool = self._record.context.tool_id(name)
-        slot = self._record.open_slot()
+        tool, slot = self._open(name)
         receipt = await self._client.execute(
             self._record.context.context_ref,
             tool,
