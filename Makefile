@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run demo test lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python >= 3.11)"; exit 2; }
@@ -13,7 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
+# the end-to-end proof of a delivery of the reference project (docs/delivery.md)
 run: $(STAMP)
+	$(BIN)/seif prove --output evidence/context-tools-delivery.json --keep
+
+# the engine and the runtime on the reference project, explained call by call
+demo: $(STAMP)
 	$(BIN)/python -m seif.demo
 
 lint: $(STAMP)

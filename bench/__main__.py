@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "engine": "bench.engine",
     "runtime": "bench.runtime",
     "replay": "bench.replay",
+    "sdk": "bench.sdk",
 }
 """Benchmark name to the module that runs it."""
 

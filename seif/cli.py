@@ -7,8 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from seif import __version__
+from seif.approval_cmd import add_parser as add_approval_parser
 from seif.authoring import cmd_build, cmd_test, cmd_validate
 from seif.output import EXIT_USAGE
+from seif.prove import add_parser as add_prove_parser
 from seif.release_cli import add_release_commands
 from seif.replay_cmd import add_parsers as add_replay_parsers
 
@@ -72,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         "aborted, more than 0 and at most 300 (default 10)",
     )
     serve.set_defaults(run=_serve)
+    add_approval_parser(sub)  # `seif approval-server`
+    add_prove_parser(sub)  # `seif prove`
     add_replay_parsers(sub)  # `seif trace export`, `seif replay`
     add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
     return parser

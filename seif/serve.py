@@ -136,15 +136,21 @@ def _descriptors_for(connections: int) -> int:
 
 
 async def _serve(prepared: Prepared, host: str, port: int, limits: Limits) -> None:
+    await serve_app(create_app(prepared), "runtime", host, port, limits)
+
+
+async def serve_app(app: web.Application, name: str, host: str, port: int, limits: Limits) -> None:
+    """Serve ``app`` under ``limits``, print ``seif NAME listening on http://HOST:PORT`` once
+    it accepts connections, and return after SIGINT or SIGTERM (a clean shutdown)."""
     _quiet_http_layer()
-    runner = web.AppRunner(create_app(prepared), access_log=None)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         site = GuardedSite(runner, host, port, limits)
         await site.start()
         bound = runner.addresses[0]
         shown = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]
-        sys.stdout.write(f"seif runtime listening on http://{shown}:{bound[1]}\n")
+        sys.stdout.write(f"seif {name} listening on http://{shown}:{bound[1]}\n")
         sys.stdout.flush()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -28,11 +28,11 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -54,6 +54,8 @@ HOST = "127.0.0.1"
 
 APP_TOKEN = "app-token-3f9c1d7e5a"
 READER_TOKEN = "reader-token-8b2e4c6a0d"  # context.resolve only
+OTHER_APP_TOKEN = "other-app-token-5c7e9a1b3d"  # another application: resolve, execute, traces
+OPERATOR_TOKEN = "operator-token-2e6a8c0f4b"  # traces.read alone: an operator's
 APPROVAL_TOKEN = "approval-token-6d0a2f8c4e"
 TOOL_TOKENS = {
     "inspect-context": "inspect-secret-1a2b3c4d5e",
@@ -68,6 +70,8 @@ TOOL_ENV = {
 ENV: dict[str, str] = {
     "SEIF_APP_TOKEN": APP_TOKEN,
     "SEIF_READER_TOKEN": READER_TOKEN,
+    "SEIF_OTHER_APP_TOKEN": OTHER_APP_TOKEN,
+    "SEIF_OPERATOR_TOKEN": OPERATOR_TOKEN,
     "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN": APPROVAL_TOKEN,
     **{TOOL_ENV[t]: v for t, v in TOOL_TOKENS.items()},
 }
@@ -79,6 +83,12 @@ CREDENTIALS: dict[str, Any] = {
             "scopes": ["context.resolve", "tools.execute", "traces.read"],
         },
         {"id": "reader", "tokenRef": "env:SEIF_READER_TOKEN", "scopes": ["context.resolve"]},
+        {
+            "id": "other-app",
+            "tokenRef": "env:SEIF_OTHER_APP_TOKEN",
+            "scopes": ["context.resolve", "tools.execute", "traces.read"],
+        },
+        {"id": "operator", "tokenRef": "env:SEIF_OPERATOR_TOKEN", "scopes": ["traces.read"]},
     ]
 }
 BEARER = {"Authorization": f"Bearer {APP_TOKEN}"}
@@ -432,10 +442,13 @@ def run_on_fake_clock(root: Path, scenario: RuntimeScenario) -> None:
 T = TypeVar("T")
 
 
-class ThreadedStack:
-    """A :class:`Stack` whose event loop runs in a background thread."""
+S = TypeVar("S")
 
-    def __init__(self, stack: Stack, loop: asyncio.AbstractEventLoop) -> None:
+
+class Threaded(Generic[S]):
+    """A stack (``stack``) whose event loop runs in a background thread."""
+
+    def __init__(self, stack: S, loop: asyncio.AbstractEventLoop) -> None:
         self.stack = stack
         self.loop = loop
 
@@ -446,22 +459,29 @@ class ThreadedStack:
         return asyncio.run_coroutine_threadsafe(wrapped(), self.loop).result(timeout)
 
 
+ThreadedStack = Threaded[Stack]
+
+
 @contextlib.contextmanager
-def stack_in_thread(root: Path, **options: Any) -> Iterator[ThreadedStack]:
+def in_thread(manager: AbstractAsyncContextManager[S], name: str) -> Iterator[Threaded[S]]:
+    """Enter ``manager`` on an event loop of a thread of its own, for blocking clients."""
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="runtime-loop", daemon=True)
+    thread = threading.Thread(target=loop.run_forever, name=name, daemon=True)
     thread.start()
-    manager = running_stack(root, **options)
     try:
         stack = asyncio.run_coroutine_threadsafe(manager.__aenter__(), loop).result(60)
         try:
-            yield ThreadedStack(stack, loop)
+            yield Threaded(stack, loop)
         finally:
             asyncio.run_coroutine_threadsafe(manager.__aexit__(None, None, None), loop).result(60)
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+def stack_in_thread(root: Path, **options: Any) -> contextlib.AbstractContextManager[ThreadedStack]:
+    return in_thread(running_stack(root, **options), "runtime-loop")
 
 
 # --- subprocesses ----------------------------------------------------------------------------

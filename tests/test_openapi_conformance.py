@@ -127,8 +127,8 @@ def _with_live_refs(case: Any, runtime: Runtime) -> None:
         if isinstance(body.get("callId"), str):  # a call no earlier case approved or rejected
             body["callId"] = f"{body['callId'][:200]}~{next(_CALLS)}"
     path = case.path_parameters or {}
-    if "contextRef" in path and "callId" in path:
-        path["contextRef"] = runtime.context_ref  # the approval status of a live context
+    if "contextRef" in path:
+        path["contextRef"] = runtime.context_ref  # its approval status, its trace
     if "turnId" in path:
         path["turnId"] = runtime.call("POST", "/v1/turns")["turnId"]
 

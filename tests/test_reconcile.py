@@ -132,6 +132,8 @@ def test_a_store_that_lost_the_context_gets_it_back(tmp_path: Path, how: str) ->
             other = await s.execute(ctx, "search-knowledge", "r2", search)
             assert other["status"] == "SUCCEEDED", other  # the context is usable as it was
             assert (await s.stats())["byCallId"] == {"r2": 1}
+            row = s.prepared.store.context(ctx)
+            assert row is not None and row.credential_id == "tutor-app"  # its owner, put back
 
     run_async(second())
 

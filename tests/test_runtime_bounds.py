@@ -22,21 +22,16 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from runtime_harness import (
     APPROVAL,
-    CREDENTIALS,
-    ENV,
-    EXECUTOR,
+    OTHER_APP_TOKEN,
     PROPOSAL,
     READ_ARGS,
     READER_TOKEN,
-    TOOL_TOKENS,
     FakeClock,
     RuntimeScenario,
     Stack,
     run_async,
     run_on_fake_clock,
-    runtime_stack,
-    serving,
-    write_config,
+    running_stack,
 )
 
 from servers.http import app as app_module
@@ -255,35 +250,18 @@ def test_the_pending_list_says_when_each_call_stops_being_approvable(tmp_path: P
 
 # ------------------------------------------------------------------ quotas per credential
 
-OTHER_TOKEN = "other-app-token-9c4e2a7b1f"
-OTHER = {"Authorization": f"Bearer {OTHER_TOKEN}"}
+OTHER = {"Authorization": f"Bearer {OTHER_APP_TOKEN}"}
 READER = {"Authorization": f"Bearer {READER_TOKEN}"}
-TWO_APPS: dict[str, Any] = {
-    "credentials": [
-        *CREDENTIALS["credentials"],
-        {
-            "id": "other-app",
-            "tokenRef": "env:SEIF_OTHER_APP_TOKEN",
-            "scopes": ["context.resolve", "tools.execute"],
-        },
-    ]
-}
 
 
 def run_two_apps(root: Path, scenario: RuntimeScenario, *, require_turn: bool = False) -> None:
-    """:func:`run_on_fake_clock` with a second application credential, ``other-app``
-    (``OTHER``), beside ``tutor-app`` (the harness's default) and ``reader``."""
+    """:func:`run_on_fake_clock` as ``other-app`` (``OTHER``) sees it: the harness's second
+    application credential, beside ``tutor-app`` (the default) and ``reader``."""
     clock = FakeClock()
 
     async def on_stack() -> None:
-        executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
-        async with serving(executor_app) as executor_url:
-            config = write_config(root, executor_url, credentials=TWO_APPS)
-            env = {**ENV, "SEIF_OTHER_APP_TOKEN": OTHER_TOKEN}
-            async with runtime_stack(
-                config, executor_url, executor_app, env=env, require_turn=require_turn, clock=clock
-            ) as s:
-                await scenario(s, s.runtime_app[RUNTIME], clock)
+        async with running_stack(root, clock=clock, require_turn=require_turn) as s:
+            await scenario(s, s.runtime_app[RUNTIME], clock)
 
     run_async(on_stack())
 

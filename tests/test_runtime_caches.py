@@ -19,7 +19,6 @@ from policy.decision import Decision
 from policy.state import Call
 from policy.strictjson import loads
 from servers.runtime import events
-from servers.runtime.owners import UNKNOWN, Owners
 from servers.runtime.pending import MAX_ONE_BYTES, PendingCalls, arguments_of, waiting
 from servers.runtime.redact import error_pointer, key_token, names_field, shortened
 from servers.runtime.service import Runtime
@@ -251,12 +250,12 @@ def test_the_pending_list_says_when_a_call_stops_being_approvable() -> None:
     soon = waiting("ctx", call, decision_for("p1"), now, now + 15 * 60_000)
     late = waiting("ctx", call, decision_for("p1"), now, now + 60_000)
     assert soon is not None and late is not None
-    listed = events.pending_call(soon)
+    listed = events.pending_call(soon, {})
     assert listed["arguments"] == {"a": [1.5, "x", None]}
     assert listed["requestedAt"] == events.iso(now)
     assert listed["expiresAt"] == events.iso(now + 5 * 60_000)  # the approval window
     assert listed["contextExpiresAt"] == events.iso(now + 15 * 60_000)
-    assert events.pending_call(late)["expiresAt"] == events.iso(now + 60_000)  # the context's
+    assert events.pending_call(late, {})["expiresAt"] == events.iso(now + 60_000)  # the context's
 
 
 # ------------------------------------------------------------------ per-credential quotas
@@ -331,25 +330,12 @@ def test_a_full_owned_map_drops_its_owner_s_oldest_without_a_scan() -> None:
     assert list(expired) == ["live"]
 
 
-def test_context_owners_are_bounded_per_credential_and_forget_expired_contexts() -> None:
-    owners = Owners(per_credential=3, in_all=10)
-    owners.resolved("victim-ctx", "victim", expires_at=1_000, now=0)
-    for i in range(10):
-        owners.resolved(f"ctx-{i}", "attacker", expires_at=1_000, now=0)
-    assert owners.of("victim-ctx") == "victim"
-    assert [owners.of(f"ctx-{i}") for i in range(10)] == [UNKNOWN] * 7 + ["attacker"] * 3
-    assert owners.of("never-resolved") == UNKNOWN and len(owners) == 4
-    owners.resolved("fresh", "attacker", expires_at=2_000, now=1_000)  # the others expired
-    assert owners.of("victim-ctx") == UNKNOWN and len(owners) == 1
-    owners.resolved("no-credential", "", expires_at=2_000, now=1_000)
-    assert owners.of("no-credential") == UNKNOWN
-
-
 def test_held_bytes_that_do_not_decode_are_dropped_not_listed() -> None:
     held = PendingCalls()
     good = waiting("ctx", Call(tool="t", call_id="ok", arguments=[1]), decision_for("ok"), 0, 99)
     assert good is not None
     held.add(good, now=0)
     held.add(replace(good, call_id="bad", arguments=b'{"a":1,"a":2}'), now=0)
-    assert [p["callId"] for p in events.pending_list(held, 0)] == ["ok"]  # no exception
+    listed = events.pending_list(held, 0, lambda _ref: {})  # no exception
+    assert [p["callId"] for p in listed] == ["ok"]
     assert held.get("ctx", "bad") is None and len(held) == 1

@@ -792,6 +792,8 @@ def test_every_code_has_a_case_and_a_doc() -> None:
     covered = {case[2] for case in (*CREDENTIAL_REFUSALS, *BINDING_REFUSALS)}
     covered |= {"FILE_UNREADABLE", "KEYCHAIN_UNAVAILABLE"}  # tested on their own above
     covered |= {"APPROVAL_TOKEN_MISSING", "APPROVAL_TOKEN_NOT_DISTINCT"}
+    # the approval server's (tests/test_approval_config.py)
+    covered |= {"APPROVERS_EMPTY", "APPROVER_TOKEN_REF_INVALID", "APPROVER_TOKEN_NOT_DISTINCT"}
     assert covered == CODES
     docs = (Path(__file__).resolve().parent.parent / "docs" / "runtime-config.md").read_text()
     assert all(f"`{code}`" in docs for code in CODES)

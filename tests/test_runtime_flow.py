@@ -38,7 +38,12 @@ def test_ready_capabilities_and_openapi(tmp_path: Path) -> None:
             assert (await s.call("GET", "/v1/capabilities", headers={})).status == 401
             caps = await s.call("GET", "/v1/capabilities")
             assert caps.status == 200
-            assert caps.body["integrations"]["native"] == []
+            native = caps.body["integrations"]["native"]
+            assert [n.split(" (")[0] for n in native] == [
+                "seif Python SDK",
+                "LangChain StructuredTool",
+                "OpenAI Agents FunctionTool",
+            ]
             documented = " ".join(caps.body["integrations"]["documented"])
             assert "n8n" in documented and "LangChain" in documented
             assert "seif.context-runtime.v2" in caps.body["runtimeContracts"]

@@ -96,11 +96,13 @@ def test_every_method_of_the_spec_with_its_keywords(client: type) -> None:
 
 
 def test_the_sdk_is_a_client_only() -> None:
-    """The SDK imports nothing of the server (nor the compiler): it is a client of the HTTP
-    API. And `import seif` (the command line's package) does not load the HTTP client."""
+    """The SDK and its framework adapters import nothing of the server (nor the compiler):
+    they are clients of the HTTP API. And `import seif` (the command line's package) does not
+    load the HTTP client."""
     probe = (
         "import sys, seif; lazy = 'aiohttp' not in sys.modules; "
         "import seif.sdk, seif.formats; from seif import RuntimeClient; "
+        "import seif.integrations.langchain, seif.integrations.openai_agents; "
         "print(lazy, sorted({m.split('.')[0] for m in sys.modules} & {'servers', 'compiler'}))"
     )
     out = subprocess.run(

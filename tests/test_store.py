@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,7 @@ def _race(n: int, work: Callable[[int], Claim]) -> list[Claim]:
 def test_pragmas_and_schema_version(store: Store, tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "dispatch.sqlite")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     db.close()
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert (tmp_path / "dispatch.sqlite").stat().st_mode & 0o077 == 0
@@ -387,6 +388,7 @@ EXPECTED_COLUMNS = {
         "expires_at",
         "binding_revision",
         "turn_id",
+        "credential_id",
     ],
     "intents": [
         "context_ref",
@@ -740,6 +742,28 @@ def _filled(path: Path) -> None:
     s.close()
 
 
+def test_schema_2_gets_the_owner_column_and_its_contexts_belong_to_no_one(tmp_path: Path) -> None:
+    path = tmp_path / "dispatch.sqlite"
+    s = Store.open(path)
+    s.save_context(replace(_context("ctx_owned"), credential_id="tutor-app"))
+    s.close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE contexts DROP COLUMN credential_id")  # as a version 2 store was
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    s = Store.open(path)
+    old = s.context("ctx_owned")
+    assert old is not None and old.credential_id is None and not old.owned_by("tutor-app")
+    s.save_context(replace(_context("ctx_new"), credential_id="tutor-app"))
+    new = s.context("ctx_new")
+    assert new is not None and new.owned_by("tutor-app") and not new.owned_by("other-app")
+    s.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    db.close()
+
+
 @pytest.mark.parametrize("where", ["header", "page 2", "last page"])
 def test_a_damaged_file_is_refused_at_open(tmp_path: Path, where: str) -> None:
     path = tmp_path / "dispatch.sqlite"
@@ -798,8 +822,8 @@ def test_schema_1_gets_the_mark_at_0(tmp_path: Path) -> None:
     assert s.log_mark == 0 and s.context("ctx_7") is not None and s.has_rows()
     s.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
-    db.execute("PRAGMA user_version = 3")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    db.execute("PRAGMA user_version = 4")
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="newer runtime"):

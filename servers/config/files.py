@@ -54,6 +54,7 @@ CODES = frozenset(
     ENDPOINT_FRAGMENT_REFUSED ENDPOINT_HTTP_NOT_LOOPBACK ENDPOINT_SECRET_REQUIRED
     CA_FILE_UNREADABLE CA_FILE_INVALID CA_FILE_HTTP_REFUSED
     APPROVAL_TOKEN_MISSING APPROVAL_TOKEN_NOT_DISTINCT
+    APPROVERS_EMPTY APPROVER_TOKEN_REF_INVALID APPROVER_TOKEN_NOT_DISTINCT
     """.split()  # noqa: SIM905  # one word per code reads as a table
 )
 """Every code a `Problem` can carry; docs/runtime-config.md says what each means."""
@@ -302,15 +303,32 @@ def load_credentials(
     path: str | Path, env: Mapping[str, str], *, keyring_get: KeyringGet = keyring.get_password
 ) -> Credentials:
     """The application credentials of ``path``; raises `ConfigError` with every problem."""
+    empty = ("CREDENTIALS_EMPTY", "no entry")
+    return load_entries(path, env, "credentials", empty, _credential, keyring_get=keyring_get)
+
+
+EntryParser = Callable[[Any, str, "_Check"], "Credential | None"]
+
+
+def load_entries(
+    path: str | Path,
+    env: Mapping[str, str],
+    key: str,
+    empty: tuple[str, str],
+    parse: EntryParser,
+    *,
+    keyring_get: KeyringGet = keyring.get_password,
+) -> Credentials:
+    """``{KEY: [entry, ...]}`` of ``path``, each entry parsed by ``parse``, ids and tokens
+    distinct; an empty list is the problem ``empty`` (code, message)."""
     check = _Check(str(path), env, keyring_get)
-    root = check.object(check.document(path), "", ("credentials",))
+    root = check.object(check.document(path), "", (key,))
     found: list[Credential] = []
-    if root is not None and "credentials" in root:
-        items = check.array(root["credentials"], "/credentials", "CREDENTIALS_EMPTY", "no entry")
-        for i, item in enumerate(items):
-            new = _credential(item, f"/credentials/{i}", check)
+    if root is not None and key in root:
+        for i, item in enumerate(check.array(root[key], f"/{key}", *empty)):
+            new = parse(item, f"/{key}/{i}", check)
             if new is not None:
-                _distinct(new, found, f"/credentials/{i}", check)
+                _distinct(new, found, f"/{key}/{i}", check)
                 found.append(new)
     check.done()
     return Credentials(found)

@@ -16,7 +16,8 @@ from aiohttp import web
 from servers.config.files import Credential, Credentials
 from servers.executor.client import ExecutorClient, new_transport
 from servers.http import openapi, wire
-from servers.http.wire import error_response, json_response
+from servers.http.middleware import errors
+from servers.http.wire import json_response
 from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
 from servers.runtime.service import Runtime
@@ -45,35 +46,6 @@ MAX_TURNS = 10_000
 oldest (finished, that is completed or expired, ones are dropped first)."""
 MAX_TURNS_PER_CREDENTIAL = 1_000
 """Turns of one credential held at most: starting one more drops that credential's oldest."""
-
-
-@web.middleware
-async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        if request.content_length is not None and request.content_length > wire.MAX_BODY_BYTES:
-            # every route, also one that reads no body (`POST /v1/turns`)
-            raise HttpError(413, "TOO_LARGE", f"the body exceeds {wire.MAX_BODY_BYTES} bytes")
-        response = await handler(request)
-    except HttpError as exc:
-        response = error_response(exc)
-    except web.HTTPException as exc:
-        response = _routing_error(exc)
-    except Exception as exc:  # a bug, never a client's doing: say nothing about the data
-        LOG.error("internal error in %s %s: %s", request.method, request.path, type(exc).__name__)
-        response = error_response(HttpError(500, "INTERNAL", "internal error"))
-    # a body left unread ends the connection: its rest is never taken for the next request
-    return wire.closing_if_unread(request, response)
-
-
-def _routing_error(exc: web.HTTPException) -> web.Response:
-    """aiohttp's own 404, 405 or 413 as the API's JSON error; a 405 keeps its ``Allow``."""
-    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(
-        exc.status, "HTTP_ERROR"
-    )
-    response = error_response(HttpError(exc.status, code, exc.reason or code.lower()))
-    if exc.status == 405 and "Allow" in exc.headers:
-        response.headers["Allow"] = exc.headers["Allow"]
-    return response
 
 
 def _credential(request: web.Request, scope: str | None) -> Credential:
@@ -200,7 +172,7 @@ async def execute(request: web.Request) -> web.Response:
     credential = _credential(request, "tools.execute")
     body = wire.fields(await wire.read_json(request), wire.EXECUTE)
     _live_turn(request, credential, body["turnId"])
-    return json_response(await request.app[RUNTIME].execute(body))
+    return json_response(await request.app[RUNTIME].execute(body, credential.id))
 
 
 async def approve(request: web.Request) -> web.Response:
@@ -235,19 +207,29 @@ async def pending(request: web.Request) -> web.Response:
 
 
 async def report(request: web.Request) -> web.Response:
-    _credential(request, "context.resolve")
+    credential = _credential(request, "context.resolve")
     body = wire.fields(await wire.read_json(request), wire.REPORT)
-    await request.app[RUNTIME].report(body)
+    await request.app[RUNTIME].report(body, credential.id)
     return json_response({"accepted": True}, status=202)
 
 
+APPLICATION_SCOPES = frozenset({"context.resolve", "tools.execute"})
+
+
 async def traces(request: web.Request) -> web.Response:
-    _credential(request, "traces.read")
+    """The trace of one context. An application's credential (one that may resolve or
+    execute) reads only the contexts it resolved, any other is 404 ``CONTEXT_UNKNOWN``; a
+    credential holding ``traces.read`` alone (an operator's, a researcher's) reads any."""
+    credential = _credential(request, "traces.read")
     ref = request.match_info["contextRef"]
     try:
         head = b'{"contextRef":' + wire.json_bytes(ref) + b',"events":['
     except ValueError:  # JsonError: not Unicode text (no record can name it)
         raise wire.bad_request("`contextRef` is not Unicode text") from None
+    if credential.scopes & APPLICATION_SCOPES and (
+        len(ref) > wire.MAX_ID_LENGTH or request.app[RUNTIME].owned_row(ref, credential.id) is None
+    ):
+        raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
 
     def render(events: list[dict[str, object]]) -> bytes:
         # {"contextRef", "events"} one event at a time: no one call holds the GIL for long

@@ -15,6 +15,14 @@ from typing import Any
 from compiler.build import SUPPORTED_RUNTIMES
 from servers.http.wire import MAX_ID_LENGTH
 
+NATIVE_INTEGRATIONS = (
+    "seif Python SDK (seif.RuntimeClient)",
+    "LangChain StructuredTool (seif.integrations.langchain)",
+    "OpenAI Agents FunctionTool (seif.integrations.openai_agents)",
+)
+"""The integrations that ship with seif (``GET /v1/capabilities``: ``integrations.native``);
+the composition boundaries that are only documented are listed beside them."""
+
 SECURITY_BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 SECURITY_APPROVAL: list[dict[str, list[str]]] = [{"approval": []}]
 
@@ -210,9 +218,10 @@ def _context_paths(objective: dict[str, Any]) -> dict[str, Any]:
         },
         "/v1/traces/{contextRef}": {
             "get": _op(
-                "trace events of one context (traces.read)",
+                "trace events of one context (traces.read; an application's credential reads"
+                " only the contexts it resolved)",
                 {200: ref("Trace")},
-                (401, 403),
+                (401, 403, 404),
                 security=SECURITY_BEARER,
                 params=_path_param("contextRef"),
             )
@@ -341,6 +350,10 @@ def _answers_shapes() -> dict[str, Any]:
             "requestedAt": INSTANT,
             "expiresAt": INSTANT,
             "contextExpiresAt": INSTANT,
+            "coordinates": obj(
+                ["objective", "consumer", "environment", "deployment"],
+                {k: S for k in ("objective", "consumer", "environment", "deployment")},
+            ),
         },
     )
     events = {"type": "array", "items": obj(["event"], {"event": S})}
@@ -482,7 +495,7 @@ def capabilities() -> dict[str, Any]:
             },
         },
         "integrations": {
-            "native": [],  # nothing beyond HTTP/JSON ships yet: no SDK, no framework nodes
+            "native": list(NATIVE_INTEGRATIONS),
             "documented": ["n8n HTTP Request node", "LangChain tool callback"],
         },
     }

@@ -7,7 +7,7 @@ outputs, approval reasons or secrets (``decision_log.record_fields_allowed`` gua
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import cbor2
@@ -171,7 +171,11 @@ def _shared_fragment(shared: tuple[str, ...]) -> Fragment:
     return fragment("coordinates", dict(zip(_COORDINATES[:-1], shared, strict=True)))
 
 
-def pending_call(item: Pending) -> dict[str, Any]:
+COORDINATES = ("objective", "consumer", "environment", "deployment")
+"""The coordinates an approver is shown of a pending call's context."""
+
+
+def pending_call(item: Pending, coords: Mapping[str, Any]) -> dict[str, Any]:
     """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it: its
     arguments decoded from the held bytes, and ``expiresAt``, when it stops being approvable
     (and leaves the list), besides its context's expiry (a ``JsonError`` for held bytes that
@@ -185,17 +189,20 @@ def pending_call(item: Pending) -> dict[str, Any]:
         "requestedAt": iso(item.requested_at),
         "expiresAt": iso(item.expires_at),
         "contextExpiresAt": iso(item.context_expires_at),
+        "coordinates": {k: str(coords.get(k) or "") for k in COORDINATES},
     }
 
 
-def pending_list(held: PendingCalls, now: int) -> list[dict[str, Any]]:
+def pending_list(
+    held: PendingCalls, now: int, coordinates: Callable[[str], Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """The ``pending`` of ``GET /v1/context/tools/pending``: the calls approvable at ``now``,
     oldest first. A call whose held bytes do not decode (never made so: they are this
     process's own strict JSON) is dropped, not listed: fail closed, never a 500."""
     listed = []
     for item in held.listed(now):
         try:
-            listed.append(pending_call(item))
+            listed.append(pending_call(item, coordinates(item.context_ref)))
         except ValueError:  # a JsonError
             held.discard((item.context_ref, item.call_id))
     return listed

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compiler.build import Build
-from policy.canonical import EncodingError, canonical_cbor, decode_canonical_cbor
+from policy.canonical import canonical_cbor, decode_canonical_cbor
 from policy.decision import ALLOW, DUPLICATE, Decision, decide
 from policy.disclosure import Disclosure, disclose, disclosure_context
 from policy.ir import Project, Tool
@@ -25,12 +25,11 @@ from servers.executor.client import ExecutorClient, execute_body, idempotency_ke
 from servers.executor.observing import Observer
 from servers.log.decision_log import Admitted, DecisionLog, admit
 from servers.runtime import events, redact
+from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
-from servers.runtime.owners import UNKNOWN as UNKNOWN_OWNER
-from servers.runtime.owners import Owners
-from servers.runtime.pending import PendingCalls, waiting
+from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import ResolvedCache
-from servers.runtime.values import IntentsView, Pending, Seen
+from servers.runtime.values import IntentsView, Seen
 from servers.store.dispatch import ApprovalRow, ContextRow, IntentRow, Store
 from servers.support import memo
 
@@ -39,7 +38,7 @@ APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL
 
 
 @dataclass
-class Runtime:
+class Runtime(Approvals):
     build: Build
     bindings: Bindings
     store: Store
@@ -55,8 +54,6 @@ class Runtime:
     _inflight: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     pending: PendingCalls = field(default_factory=PendingCalls)
     """Calls waiting for approval, with their arguments, bounded and swept on expiry."""
-    _owners: Owners = field(default_factory=Owners)
-    """Which credential resolved each live context: whose quota its pending calls use."""
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _deciding: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by one approve or reject at a time."""
@@ -107,11 +104,12 @@ class Runtime:
     # ------------------------------------------------------------------ resolve
 
     async def resolve(
-        self, request: Mapping[str, Any], turn_id: str | None, credential: str = ""
+        self, request: Mapping[str, Any], turn_id: str | None, credential: str
     ) -> bytes:
         """The answer's JSON body; its input-determined parts are computed once (pure).
-        ``credential`` (the resolving credential's id) is remembered in memory only, to
-        account the context's pending calls to it."""
+        ``credential`` (the resolving credential's id) owns the context: it is stored with
+        it and named in its ``DISCLOSED`` record, and to any other credential the context
+        does not exist."""
         objective = request["objective"]
         coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
         coords["trace"] = request.get("traceId") or ""
@@ -135,6 +133,7 @@ class Runtime:
             resolvedAt=now,
             observations=found.observations or observations,
             disclosure=found.summary,
+            credential=credential,
         )
         if context_ref is None:
             await self.log.append_admitted(disclosed)
@@ -157,10 +156,10 @@ class Runtime:
             expires_at=expires_at,
             binding_revision=self.bindings.revision,
             turn_id=turn_id,
+            credential_id=credential,
         )
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
         memo.keep(self._disclosed, context_ref, disclosure)
-        self._owners.resolved(context_ref, credential, expires_at, now)
         return found.body(context_ref=context_ref, build=self.build.digest, expires_at=expires_at)
 
     # ------------------------------------------------------------------ state
@@ -168,6 +167,12 @@ class Runtime:
     def context_row(self, context_ref: str) -> ContextRow | None:
         row = self.store.context(context_ref)
         return row if row is not None and row.build == self.build.digest else None
+
+    def owned_row(self, context_ref: str, credential: str) -> ContextRow | None:
+        """The context of this build that ``credential`` resolved; None for any other (a
+        leaked contextRef is no capability for another application)."""
+        row = self.context_row(context_ref)
+        return row if row is not None and row.owned_by(credential) else None
 
     def disclosure_of(self, row: ContextRow) -> Disclosure:
         """The context's disclosure, recomputed from its recorded observations (pure, so equal
@@ -208,14 +213,15 @@ class Runtime:
 
     # ------------------------------------------------------------------ execute
 
-    async def execute(self, request: Mapping[str, Any]) -> dict[str, Any]:
+    async def execute(self, request: Mapping[str, Any], credential: str) -> dict[str, Any]:
+        """The receipt of one call; a context ``credential`` did not resolve is unknown."""
         call = Call(
             tool=request["tool"],
             call_id=request["callId"],
             arguments=request["arguments"],
             approval_id=request.get("approvalId"),
         )
-        row = self.context_row(request["contextRef"])
+        row = self.owned_row(request["contextRef"], credential)
         if row is None:
             decision = decide(self.ir, None, call, self.clock())
             return await self._denied(None, call, decision, {})
@@ -420,212 +426,6 @@ class Runtime:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    # ------------------------------------------------------------------ approve
-
-    async def approve(self, request: Mapping[str, Any], approver: str) -> dict[str, Any]:
-        async with self._deciding:  # one approve or reject at a time: neither overtakes
-            row, fp, now = self._decidable(request)
-            tool, call_id = request["tool"], request["callId"]
-            if await self._was_rejected(row.context_ref, call_id):
-                raise HttpError(409, "CALL_REJECTED", "the call was rejected: it is not approvable")
-            return await self._approve(row, tool, call_id, fp, now, approver)
-
-    def _decidable(self, request: Mapping[str, Any]) -> tuple[ContextRow, str, int]:
-        """The live context of an approve or reject, the arguments' fingerprint, and now."""
-        row = self.context_row(request["contextRef"])
-        now = self.clock()
-        if row is None:
-            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
-        if now >= row.expires_at:
-            raise HttpError(409, "CONTEXT_EXPIRED", "the context has expired")
-        state = self.state_of(row)
-        if request["tool"] not in state.disclosure.tool_ids:
-            raise HttpError(409, "TOOL_NOT_DISCLOSED", "the tool was not disclosed in this context")
-        try:
-            fp = state.fingerprint(request["arguments"])
-        except EncodingError:
-            raise HttpError(400, "ARGUMENTS_INVALID", "the arguments are not JSON") from None
-        return row, fp, now
-
-    async def _approve(
-        self, row: ContextRow, tool: str, call_id: str, fp: str, now: int, approver: str
-    ) -> dict[str, Any]:
-        state = self.state_of(row)
-        approval_id = "apr_" + secrets.token_urlsafe(18)
-        approval = state.record_approval(
-            approval_id, tool=tool, call_id=call_id, fingerprint=fp, now=now
-        ).approvals[approval_id]
-        stored = ApprovalRow(
-            approval_id=approval_id,
-            context_ref=row.context_ref,
-            tool=tool,
-            call_id=call_id,
-            fingerprint=fp,
-            expires_at=approval.expires_at,
-            approver_id=approver,
-        )
-        approved = self._prepared(
-            "APPROVED",
-            row.context_ref,
-            row.coordinates,
-            tool=tool,
-            callId=call_id,
-            fingerprint=fp,
-            approver=approver,
-            approvalId=approval_id,
-            expiresAt=approval.expires_at,
-        )
-        await self.store.save_approval_async(stored, record=approved)  # saved, then logged
-        self.pending.approved(row.context_ref, call_id, tool, fp)
-        self._watch_expiries()
-        self.pending.watch_approval(approval_id, (row.context_ref, call_id), approval.expires_at)
-        self.pending.keep_swept(self.clock)
-        return {"approvalId": approval_id, "expiresAt": events.iso(approval.expires_at)}
-
-    async def reject(self, request: Mapping[str, Any], approver: str) -> dict[str, Any]:
-        """Record that an approver refused the call (``callId`` in its context, whatever its
-        arguments): it is no longer held nor approvable. The reason is never kept. 409
-        ``CALL_REJECTED`` when it was rejected already, ``CALL_DECIDED`` when it has an
-        unexpired approval or has been dispatched."""
-        async with self._deciding:
-            row, fp, now = self._decidable(request)
-            tool, call_id = request["tool"], request["callId"]
-            key = (row.context_ref, call_id)
-            if await self._was_rejected(row.context_ref, call_id):
-                raise HttpError(409, "CALL_REJECTED", "the call was rejected already")
-            if self.store.intent(row.context_ref, call_id) is not None or any(
-                a.call_id == call_id and a.expires_at > now
-                for a in self.store.approvals(row.context_ref)
-            ):
-                raise HttpError(409, "CALL_DECIDED", "the call was approved or has run already")
-            self.pending.rejected(key)  # remembered first: from now on it is not approvable
-            await self._log(
-                "REJECTED",
-                row.context_ref,
-                row.coordinates,
-                tool=tool,
-                callId=call_id,
-                fingerprint=fp,
-                approver=approver,
-            )
-        return {"state": "REJECTED", "callId": call_id, "approver": approver}
-
-    async def _was_rejected(self, context_ref: str, call_id: str) -> bool:
-        """Rejected, as this process remembers it or, after a restart or once forgotten, as
-        the decision log (durable) recorded it."""
-        if self.pending.outcome((context_ref, call_id)) == "REJECTED":
-            return True
-
-        def rejected(records: list[dict[str, Any]]) -> bool:
-            return any(r.get("event") == "REJECTED" and r.get("callId") == call_id for r in records)
-
-        if await self.log.trace_async(context_ref, rejected):
-            self.pending.remember((context_ref, call_id), "REJECTED")
-            return True
-        return False
-
-    async def approval_status(
-        self, context_ref: str, call_id: str, credential: str
-    ) -> dict[str, Any]:
-        """``GET /v1/context/tools/approvals/{contextRef}/{callId}``: ``REJECTED`` after a
-        reject; ``APPROVED`` while an unexpired approval of the call exists and the call has
-        not run; ``PENDING`` while it is held; ``EXPIRED`` when it (held, or approved) ran out
-        unused; ``NONE`` otherwise. 404 ``CONTEXT_UNKNOWN`` for a context another credential
-        resolved."""
-        row = self.context_row(context_ref)
-        owner = self._owners.of(context_ref)
-        if row is None or owner not in (UNKNOWN_OWNER, credential):
-            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
-        now = self.clock()
-        await self._sweep(now)
-        key = (context_ref, call_id)
-        if self.pending.outcome(key) == "REJECTED":
-            return {"state": "REJECTED"}
-        if self.store.intent(context_ref, call_id) is not None:
-            return {"state": "NONE"}  # it has run: nothing is waiting
-        held = self.pending.get(context_ref, call_id)
-        approvals = [a for a in self.store.approvals(context_ref) if a.call_id == call_id]
-        live = [
-            a
-            for a in approvals
-            if a.expires_at > now and (held is None or a.fingerprint == held.fingerprint)
-        ]
-        if live:
-            return {
-                "state": "APPROVED",
-                "approvalId": live[-1].approval_id,
-                "expiresAt": events.iso(live[-1].expires_at),
-            }
-        if held is not None:
-            return {"state": "PENDING", "expiresAt": events.iso(held.expires_at)}
-        if await self._was_rejected(context_ref, call_id):
-            return {"state": "REJECTED"}
-        if self.pending.outcome(key) == "EXPIRED" or approvals:
-            return {"state": "EXPIRED"}
-        return {"state": "NONE"}
-
-    async def _sweep(self, now: int) -> None:
-        """Drop what expired by ``now`` and wait for the ``APPROVAL_EXPIRED`` records that
-        logs, so a status read after an expiry finds it logged."""
-        self._watch_expiries()
-        before = set(self._tasks)
-        self.pending.sweep(now)
-        logging = [t for t in self._tasks if t not in before]
-        if logging:
-            await asyncio.gather(*[asyncio.shield(t) for t in logging], return_exceptions=True)
-
-    def _watch_expiries(self) -> None:
-        """Have the pending calls tell this runtime of expiries, to log them."""
-        if self.pending.on_expired is None:
-            self.pending.on_expired = self._expired_call
-            self.pending.on_approval_expired = self._expired_approval
-
-    def _expired_call(self, item: Pending) -> None:
-        self._log_soon(
-            item.context_ref,
-            tool=item.tool,
-            callId=item.call_id,
-            fingerprint=item.fingerprint,
-            expired="PENDING",
-        )
-
-    def _expired_approval(self, approval_id: str, key: tuple[str, str]) -> None:
-        if self.store.intent(*key) is not None:
-            return  # used (or the call ran otherwise): nothing expired unused
-        self.pending.remember(key, "EXPIRED")
-        self._log_soon(key[0], callId=key[1], approvalId=approval_id, expired="APPROVAL")
-
-    def _log_soon(self, context_ref: str, **fields: Any) -> None:
-        """Log ``APPROVAL_EXPIRED`` from a sweep (a plain call): a task the drain waits for."""
-        row = self.store.context(context_ref)
-        coords = row.coordinates if row is not None else {}
-        task = asyncio.ensure_future(self._log("APPROVAL_EXPIRED", context_ref, coords, **fields))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def pending_calls(self) -> list[dict[str, Any]]:
-        """The calls still approvable now (expired ones are dropped first), oldest first. A
-        dispatched call is no longer held: the dispatch forgets it in the same step in which
-        the intents view learns of it, so no later denial can hold it again."""
-        return events.pending_list(self.pending, self.clock())
-
-    def _hold(self, row: ContextRow, call: Call, decision: Decision) -> None:
-        """Hold a call denied for approval, with its arguments (encoded), while it is
-        approvable, counted against the credential that resolved its context."""
-        now = self.clock()
-        item = waiting(row.context_ref, call, decision, now, row.expires_at)
-        if item is not None:
-            self.pending.add(item, now, self._owners.of(row.context_ref))
-            self.pending.keep_swept(self.clock)
-
-    def _forget_exhausted(self, context_ref: str, tool_id: str) -> None:
-        """A tool that used its ``maxCalls`` in a context can approve nothing more there."""
-        if not self.pending.holds(context_ref):  # the common case: nothing to forget
-            return
-        used = sum(i.tool == tool_id for i in self._intents.of(self.store, context_ref))
-        if used >= self.ir.tool_by_id[tool_id].max_calls:
-            self.pending.discard_tool(context_ref, tool_id)
-
     def _decision_fields(self, decision: Decision) -> dict[str, Any]:
         tool = self.ir.tool_by_id.get(decision.tool)
         parameters = tool.parameters if tool is not None else None
@@ -634,8 +434,8 @@ class Runtime:
             fields["tool"] = redact.shortened(decision.tool)
         return fields
 
-    async def report(self, request: Mapping[str, Any]) -> None:
-        row = self.context_row(request["contextRef"])
+    async def report(self, request: Mapping[str, Any], credential: str) -> None:
+        row = self.owned_row(request["contextRef"], credential)
         if row is None:
             raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
         disclosed = {t.name for t in self.disclosure_of(row).tools}

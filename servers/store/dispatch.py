@@ -39,6 +39,7 @@ from servers.store.rows import (
     INTERRUPTED,
     LOG_MARK_SCHEMA,
     MAX_ID_CHARS,
+    OWNER_SCHEMA,
     PENDING,
     RECONCILED,
     SCHEMA,
@@ -250,18 +251,22 @@ class Store:
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         """Version 0 (a new file): the schema; version 1: add the log mark (at 0, so the
-        next reconciliation reads the whole log once)."""
+        next reconciliation reads the whole log once); version 2: add the contexts' owners
+        (NULL for the contexts already stored: they belong to no credential)."""
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
-        if version not in (0, 1):
+        if version not in (0, 1, 2):
             raise StoreError(
                 f"`{self.path}` has schema version {version}, not {SCHEMA_VERSION}"
                 " (written by a newer runtime?)"
             )
-        for statement in ((SCHEMA if version == 0 else "") + LOG_MARK_SCHEMA).split(";"):
+        steps = {0: SCHEMA + LOG_MARK_SCHEMA, 1: LOG_MARK_SCHEMA, 2: ""}[version]
+        for statement in steps.split(";"):
             if statement.strip():
                 db.execute(statement)
+        if "credential_id" not in {r[1] for r in db.execute("PRAGMA table_info(contexts)")}:
+            db.execute(OWNER_SCHEMA)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # contexts

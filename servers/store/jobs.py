@@ -88,6 +88,8 @@ def context_job(row: ContextRow) -> Callable[[sqlite3.Connection], None]:
     check_id("context_ref", row.context_ref)
     check_ms("resolved_at", row.resolved_at)
     check_ms("expires_at", row.expires_at)
+    if row.credential_id is not None:
+        check_id("credential_id", row.credential_id)
     remembered(_CANONICAL_OBSERVATIONS, row.observations, _canonical, 256)
     coordinates = _coordinates_json(row.coordinates)
     exists = f"context `{row.context_ref}` exists"

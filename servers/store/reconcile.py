@@ -172,7 +172,7 @@ def _context_row(record: dict[str, Any]) -> ContextRow | None:
     what the row needs (the context then stays unknown: fail closed)."""
     ref, build, objective = record.get("contextRef"), record.get("build"), record.get("objective")
     resolved, coordinates = record.get("resolvedAt"), record.get("coordinates")
-    revision = record.get("bindingRevision")
+    revision, owner = record.get("bindingRevision"), record.get("credential")
     if not (_valid_id(ref) and _valid_id(build) and _valid_id(objective)):
         return None
     if type(resolved) is not int or not isinstance(coordinates, dict):
@@ -192,6 +192,7 @@ def _context_row(record: dict[str, Any]) -> ContextRow | None:
         resolved_at=resolved,
         expires_at=resolved + CONTEXT_TTL_MS,
         binding_revision=revision,
+        credential_id=owner if _valid_id(owner) else None,  # none: it belongs to no one
     )
 
 

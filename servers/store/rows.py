@@ -26,7 +26,7 @@ RECONCILED = "RECONCILED"
 """The reason of an intent the decision log recorded and the store had lost (a lost WAL tail,
 a store restored from an older backup), put back as ``UNKNOWN`` at start."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_ID_CHARS = 1024
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 _REASON = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
@@ -41,7 +41,8 @@ CREATE TABLE contexts (
     resolved_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL,
     binding_revision INTEGER,
-    turn_id TEXT
+    turn_id TEXT,
+    credential_id TEXT
 ) STRICT;
 CREATE TABLE intents (
     context_ref TEXT NOT NULL,
@@ -82,6 +83,9 @@ CREATE TABLE log_mark (
 INSERT INTO log_mark (id, seq) VALUES (1, 0);
 """
 """Version 2: the decision log's seq the store has seen durable (see ``Store.log_mark``)."""
+OWNER_SCHEMA = "ALTER TABLE contexts ADD COLUMN credential_id TEXT;"
+"""Version 3: the id of the credential that resolved each context (its owner; NULL for a
+context of an older runtime, which then belongs to no credential: fail closed)."""
 
 
 class StoreError(Exception):
@@ -126,9 +130,15 @@ class ContextRow:
     expires_at: int
     binding_revision: int | None = None
     turn_id: str | None = None
+    credential_id: str | None = None
+    """The credential that resolved the context: to any other it does not exist."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "coordinates", freeze(self.coordinates))
+
+    def owned_by(self, credential: str) -> bool:
+        """Whether ``credential`` resolved this context (one that names no owner has none)."""
+        return self.credential_id is not None and self.credential_id == credential
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

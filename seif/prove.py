@@ -1,0 +1,119 @@
+"""`seif prove --output FILE [--keep]`: the end-to-end proof of a delivery (docs/delivery.md).
+
+Every step of :data:`seif.proof_steps.STEPS` runs in order in a new delivery directory outside
+the repository, and is recorded as a check with what it observed. The first step that fails
+stops the proof: the evidence names it and what it saw, and the exit status is 1. Every process
+the proof started is stopped, whatever happened; without ``--keep`` the delivery directory is
+removed at the end (with it, it is kept for inspection, its data directory included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from seif import __version__
+from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, warn
+from seif.proof_processes import StepFailed
+from seif.proof_steps import STEPS, Delivery
+
+FORMAT = "seif.proof-evidence.v1"
+UNMEASURED = ["setup effort", "answer quality improvement", "saved labor"]
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("prove", help="prove a delivery of the reference project end to end")
+    parser.add_argument("--output", required=True, metavar="FILE", help="the evidence file (JSON)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the delivery directory for inspection"
+    )
+    parser.set_defaults(run=cmd_prove)
+
+
+def cmd_prove(args: argparse.Namespace) -> int:
+    output = Path(args.output).resolve()
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        warn(f"{args.output}: OUTPUT_UNWRITABLE: {exc.strerror or exc}")
+        return EXIT_USAGE
+    root = Path(tempfile.mkdtemp(prefix="seif-delivery-")).resolve()
+    print(f"delivery directory: {root}", flush=True)
+    previous = signal.signal(signal.SIGTERM, _interrupted)  # SIGTERM as Ctrl-C: cleaned up
+    try:
+        evidence = run_proof(Delivery(root), sys.stdout)
+        write_evidence(output, evidence)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    summary(evidence, output, kept=args.keep, out=sys.stdout)
+    return EXIT_OK if evidence["ok"] else EXIT_NOT_ACCEPTABLE
+
+
+def _interrupted(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def run_proof(delivery: Delivery, out: TextIO) -> dict[str, Any]:
+    """Run the steps until one fails; the evidence document. Stops every process it started."""
+    checks: list[dict[str, Any]] = []
+    failed: str | None = None
+    try:
+        for number, (check_id, title, step) in enumerate(STEPS, start=1):
+            out.write(f"[{number:2d}/{len(STEPS)}] {title} ... ")
+            out.flush()
+            began = time.monotonic()
+            try:
+                observed = step(delivery)
+            except StepFailed as exc:
+                observed, failed = exc.observed, check_id
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop here, honestly
+                observed, failed = {"error": "interrupted (SIGINT or SIGTERM)"}, check_id
+            except Exception as exc:  # a step's own fault: recorded as what was seen, no more
+                observed, failed = {"error": f"{type(exc).__name__}: {exc}"[:500]}, check_id
+            seconds = round(time.monotonic() - began, 2)
+            checks.append({"id": check_id, "ok": failed is None, "observed": observed})
+            out.write(f"{'ok' if failed is None else 'FAILED'} ({seconds} s)\n")
+            if failed is not None:
+                out.write(f"        {observed.get('error', '')}\n")
+                break
+    finally:
+        delivery.stop_all()
+    return {
+        "format": FORMAT,
+        "seifVersion": __version__,
+        "ok": failed is None and len(checks) == len(STEPS),
+        "failedStep": failed,
+        "buildDigest": delivery.seen.get("digest"),
+        "deliveryDirectory": str(delivery.root),
+        "checks": checks,
+        "unmeasured": list(UNMEASURED),
+        "syntheticData": True,
+        "stopFailures": delivery.seen.get("stopFailures", []),
+    }
+
+
+def write_evidence(path: Path, evidence: dict[str, Any]) -> None:
+    from policy.strictjson import dumps  # noqa: PLC0415
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(dumps(evidence, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def summary(evidence: dict[str, Any], output: Path, *, kept: bool, out: TextIO) -> None:
+    passed = sum(c["ok"] for c in evidence["checks"])
+    verdict = "proved" if evidence["ok"] else f"FAILED at `{evidence['failedStep']}`"
+    out.write(f"\n{verdict}: {passed}/{len(STEPS)} checks, build {evidence['buildDigest']}\n")
+    out.write(f"evidence: {output}\n")
+    where = evidence["deliveryDirectory"]
+    out.write(f"delivery directory: {where} ({'kept' if kept else 'removed'})\n")
+    out.write(f"unmeasured: {', '.join(evidence['unmeasured'])}\n")

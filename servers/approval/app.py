@@ -1,0 +1,138 @@
+"""The approval server's aiohttp application: ``create_app(config) -> web.Application``.
+
+Approvers authenticate with their own bearer tokens (every approver compared, in constant
+time); approvers can list, approve and reject, and nothing else: there is no route to resolve,
+execute or read traces. The page and its two files are served with a strict
+Content-Security-Policy (no inline script or style, nothing from elsewhere) and
+``X-Frame-Options: DENY``; every answer carries ``Cache-Control: no-store``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+
+from aiohttp import web
+
+from servers.approval.desk import Clock, Desk, check_reason
+from servers.approval.upstream import Upstream
+from servers.config.files import Credential, Credentials
+from servers.http import wire
+from servers.http.middleware import errors
+from servers.http.wire import json_response
+from servers.runtime.errors import HttpError
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+PAGE = {  # path -> (file of servers/approval/page, content type)
+    "/": ("index.html", "text/html"),
+    "/app.js": ("app.js", "text/javascript"),
+    "/app.css": ("app.css", "text/css"),
+}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def wall_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class ApprovalConfig:
+    """What the approval server runs with (see ``seif approval-server``)."""
+
+    runtime_url: str
+    approvers: Credentials
+    runner_token: str = field(repr=False)
+    clock: Clock = wall_clock
+    timeout_s: float = 10.0
+
+
+DESK: web.AppKey[Desk] = web.AppKey("desk", Desk)
+APPROVERS: web.AppKey[Credentials] = web.AppKey("approvers", Credentials)
+
+
+@web.middleware
+async def secured(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer, errors included, with the page's security headers."""
+    response = await handler(request)
+    response.headers.update(HEADERS)
+    return response
+
+
+def _approver(request: web.Request) -> Credential:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    found = request.app[APPROVERS].authenticate(token) if scheme.lower() == "bearer" else None
+    if found is None:
+        raise HttpError(401, "UNAUTHENTICATED", "an approver's bearer token is required")
+    return found
+
+
+async def health(_request: web.Request) -> web.Response:
+    return json_response({"ok": True})
+
+
+async def no_icon(_request: web.Request) -> web.Response:
+    """Browsers ask for ``/favicon.ico``: there is none, and that is not an error."""
+    return web.Response(status=204)
+
+
+async def pending(request: web.Request) -> web.Response:
+    _approver(request)
+    return json_response(await request.app[DESK].pending())
+
+
+def _decision(kind: str) -> Handler:
+    async def decide(request: web.Request) -> web.StreamResponse:
+        approver = _approver(request)
+        reason = check_reason(await wire.read_json(request))
+        pending_id = request.match_info["pendingId"]
+        if len(pending_id) > wire.MAX_ID_LENGTH:
+            raise HttpError(404, "PENDING_UNKNOWN", "no such pending call")
+        desk = request.app[DESK]
+        return json_response(await desk.decide(kind, pending_id, approver.id, reason))
+
+    return decide
+
+
+def _page_file(path: str) -> Handler:
+    name, content_type = PAGE[path]
+    body = resources.files("servers.approval").joinpath("page", name).read_bytes()
+
+    async def serve(_request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type=content_type, charset="utf-8")
+
+    return serve
+
+
+def create_app(config: ApprovalConfig) -> web.Application:
+    app = web.Application(middlewares=[secured, errors], client_max_size=wire.MAX_BODY_BYTES)
+    upstream = Upstream(config.runtime_url, config.runner_token, timeout_s=config.timeout_s)
+    app[DESK] = Desk(upstream, config.runner_token, config.clock)
+    app[APPROVERS] = config.approvers
+
+    async def closing(_app: web.Application) -> AsyncIterator[None]:
+        yield
+        await upstream.close()
+
+    app.cleanup_ctx.append(closing)
+    app.router.add_get("/v1/health", health)
+    app.router.add_get("/favicon.ico", no_icon)
+    app.router.add_get("/v1/pending", pending)
+    app.router.add_post("/v1/pending/{pendingId}/approve", _decision("approve"))
+    app.router.add_post("/v1/pending/{pendingId}/reject", _decision("reject"))
+    for path in PAGE:
+        app.router.add_get(path, _page_file(path))
+    return app

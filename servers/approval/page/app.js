@@ -1,0 +1,497 @@
+"use strict";
+/* The approvers' page of the seif approval server. Plain DOM, no framework, no innerHTML:
+   everything that comes from the server is set with textContent. The approver token lives in
+   sessionStorage only. Decisions post only {"reason"} to the pendingId's route. */
+
+(() => {
+  const TOKEN_KEY = "seif.approverToken";
+  const REFRESH_MS = refreshInterval(); // from the page's URL, read once: /?refresh=MS
+  const TICK_MS = 1000;
+  const MAX_REASON = 500;
+  const MAX_DECIDED = 50;
+  const NOT_ACCEPTED = "That token was not accepted. Check it and try again.";
+  const SAVED_REFUSED = "Your saved token was not accepted. Sign in again.";
+  const SESSION_ENDED = "Your token is no longer accepted. Sign in again.";
+  const UNREACHABLE = "Cannot reach the approval server.";
+  const INEXACT = "These arguments contain numbers this browser cannot show exactly; "
+    + "do not approve from this page";
+  // characters that show nothing or reorder text: shown as a visible \uXXXX escape
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\p{Cn}]/gu;
+  const CLOCK = { hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
+  const pad = (number) => String(number).padStart(2, "0");
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    signIn: $("sign-in"), form: $("sign-in-form"), token: $("token"),
+    signInMessage: $("sign-in-message"), signOut: $("sign-out"), desk: $("desk"),
+    deskTitle: $("desk-title"), refresh: $("refresh"), updated: $("updated"),
+    deskMessage: $("desk-message"), empty: $("empty"), pendingList: $("pending-list"),
+    decidedSection: $("decided-section"), decidedList: $("decided-list"), loading: $("loading"),
+  };
+  ui.submit = ui.form.querySelector("button[type=submit]");
+
+  const state = {
+    token: null, skewMs: 0, entries: new Map(), timers: [], refreshSeq: 0, refreshing: null,
+    nextId: 1,
+  };
+
+  // --- small helpers -------------------------------------------------------------------------
+
+  /** A new element; its text is always set as text (never parsed as HTML). */
+  function make(tag, className, text, attributes = {}) {
+    const el = document.createElement(tag);
+    if (className) el.className = className;
+    if (text !== undefined) el.textContent = text;
+    for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, value);
+    return el;
+  }
+
+  function shown(value) {
+    if (value === null || value === undefined || value === "") return "—";
+    return typeof value === "string" ? value : JSON.stringify(value);
+  }
+
+  /** The refresh interval in ms: `?refresh=MS` (an integer, held to 200..60000), else 5000. */
+  function refreshInterval() {
+    const raw = new URLSearchParams(window.location.search).get("refresh");
+    if (raw === null || !/^[+-]?\d+$/.test(raw.trim())) return 5000;
+    return Math.min(60000, Math.max(200, Number(raw.trim())));
+  }
+
+  /** The arguments as text, and whether that text is exactly what will run. The server's
+      `argumentsText` is the exact JSON it forwards on approve; an older server sends only the
+      decoded `arguments`, which this browser may not show exactly. */
+  function argumentsView(call) {
+    if (typeof call.argumentsText === "string") return { text: call.argumentsText, exact: true };
+    const text = JSON.stringify(call.arguments, null, 2);
+    if (text === undefined) return { text: "(no arguments)", exact: true };
+    return { text: text.replace(HIDDEN, escaped), exact: !hasInexactNumber(call.arguments) };
+  }
+
+  function escaped(char) {
+    if (char === "\n") return char;
+    const units = [];
+    for (let i = 0; i < char.length; i++) units.push(char.charCodeAt(i)); // UTF-16 units
+    return units.map((unit) => `\\u${unit.toString(16).padStart(4, "0")}`).join("");
+  }
+
+  /** An integer this browser cannot hold exactly (beyond 2^53: already rounded when parsed). */
+  function hasInexactNumber(value, depth = 0) {
+    if (typeof value === "number") return Number.isInteger(value) && !Number.isSafeInteger(value);
+    if (value === null || typeof value !== "object") return false;
+    if (depth > 200) return true; // nested too deep to check: do not vouch for it
+    return Object.values(value).some((inner) => hasInexactNumber(inner, depth + 1));
+  }
+
+  function localTime(iso) {
+    const moment = new Date(iso);
+    if (typeof iso !== "string" || Number.isNaN(moment.getTime())) return shown(iso);
+    return moment.toLocaleTimeString([], CLOCK);
+  }
+
+  function duration(ms) {
+    const total = Math.ceil(ms / 1000);
+    const hours = Math.floor(total / 3600);
+    const minutes = Math.floor((total % 3600) / 60);
+    const seconds = pad(total % 60);
+    return hours > 0 ? `${hours}:${pad(minutes)}:${seconds}` : `${minutes}:${seconds}`;
+  }
+
+  function saved() {
+    try { return sessionStorage.getItem(TOKEN_KEY); } catch (_) { return null; }
+  }
+
+  function keep(token) { // sessionStorage only: never localStorage, a cookie or the URL
+    try {
+      if (token) sessionStorage.setItem(TOKEN_KEY, token);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (_) { /* storage refused: this page's memory only */ }
+  }
+
+  // --- the API ---------------------------------------------------------------------------------
+
+  /** {status, body} of a same-origin request, or null when the server could not be reached. */
+  async function api(method, path, body, token = state.token) {
+    const headers = { Authorization: `Bearer ${token}`, Accept: "application/json" };
+    const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try { response = await fetch(path, init); } catch (_) { return null; }
+    let data = null;
+    try { data = await response.json(); } catch (_) { data = null; }
+    return { status: response.status, body: data || {} };
+  }
+
+  function errorOf(reply) {
+    const error = reply.body.error || {};
+    const answered = `The server answered ${reply.status}.`;
+    return {
+      code: typeof error.code === "string" ? error.code : `HTTP_${reply.status}`,
+      message: typeof error.message === "string" ? error.message : answered,
+    };
+  }
+
+  // --- signing in and out ----------------------------------------------------------------------
+
+  function say(el, text) {
+    el.textContent = text;
+    el.hidden = !text;
+  }
+
+  function showView(signedIn, message = "") {
+    ui.loading.hidden = true;
+    ui.signIn.hidden = signedIn;
+    ui.desk.hidden = !signedIn;
+    ui.signOut.hidden = !signedIn;
+    say(ui.signInMessage, message);
+    if (signedIn) {
+      ui.token.value = "";
+      ui.deskTitle.focus();
+    } else {
+      ui.token.focus();
+      ui.token.select();
+    }
+  }
+
+  const showSignIn = (message) => showView(false, message);
+
+  async function signIn(token, fromStorage) {
+    ui.submit.disabled = true;
+    const seq = ++state.refreshSeq;
+    const reply = await api("GET", "/v1/pending", undefined, token);
+    ui.submit.disabled = false;
+    if (reply === null) return showSignIn(`${UNREACHABLE} Try again in a moment.`);
+    if (reply.status === 401) {
+      keep(null);
+      return showSignIn(fromStorage ? SAVED_REFUSED : NOT_ACCEPTED);
+    }
+    if (reply.status !== 200 || !Array.isArray(reply.body.pending)) {
+      return showSignIn(errorOf(reply).message);
+    }
+    state.token = token;
+    keep(token);
+    showView(true);
+    render(reply.body, seq);
+    state.timers.forEach(clearInterval);
+    state.timers = [setInterval(refresh, REFRESH_MS), setInterval(tick, TICK_MS)];
+  }
+
+  function signOut(message) {
+    keep(null);
+    state.token = null;
+    state.timers.forEach(clearInterval);
+    state.timers = [];
+    state.entries.clear();
+    ui.pendingList.replaceChildren();
+    ui.decidedList.replaceChildren();
+    say(ui.deskMessage, "");
+    ui.token.value = "";
+    showSignIn(message);
+  }
+
+  // --- the list --------------------------------------------------------------------------------
+
+  function refresh() {
+    if (state.token && !state.refreshing) {
+      state.refreshing = load().finally(() => { state.refreshing = null; });
+    }
+    return state.refreshing;
+  }
+
+  async function load() {
+    const seq = ++state.refreshSeq;
+    const token = state.token;
+    const reply = await api("GET", "/v1/pending");
+    if (token !== state.token) return undefined; // signed out meanwhile
+    if (reply === null) {
+      return say(ui.deskMessage, `${UNREACHABLE} Retrying every few seconds.`);
+    }
+    if (reply.status === 401) return signOut(SESSION_ENDED);
+    if (reply.status !== 200 || !Array.isArray(reply.body.pending)) {
+      return say(ui.deskMessage, `Could not load the pending calls: ${errorOf(reply).message}`);
+    }
+    say(ui.deskMessage, "");
+    return render(reply.body, seq);
+  }
+
+  function render(body, seq) {
+    const now = Date.parse(body.now);
+    if (Number.isFinite(now)) state.skewMs = now - Date.now();
+    const listed = new Set();
+    for (const call of body.pending) {
+      if (!call || typeof call.pendingId !== "string") continue;
+      listed.add(call.pendingId);
+      upsert(call, seq);
+    }
+    for (const entry of [...state.entries.values()]) {
+      if (!listed.has(entry.id)) vanished(entry);
+    }
+    trimDecided();
+    ui.updated.textContent = `Updated ${localTime(new Date().toISOString())}`;
+    tick();
+  }
+
+  function upsert(call, seq) {
+    let entry = state.entries.get(call.pendingId);
+    // listed by a read that began after the decision here: the same call was asked again
+    if (entry && entry.final && seq > entry.finalSeq) {
+      retire(entry);
+      entry = undefined;
+    }
+    if (!entry) {
+      entry = createEntry(call);
+      state.entries.set(entry.id, entry);
+      ui.pendingList.append(entry.el);
+    } else if (!entry.final) {
+      entry.expiresAt = Date.parse(call.expiresAt);
+    }
+  }
+
+  function vanished(entry) {
+    if (entry.sending) return;
+    if (!entry.final) {
+      if (entry.expiresAt <= Date.now() + state.skewMs) {
+        finish(entry, "Expired before a decision", "expired");
+      } else {
+        finish(entry, "No longer pending", "gone");
+      }
+    }
+    moveToDecided(entry);
+  }
+
+  function moveToDecided(entry) {
+    if (entry.el.parentNode !== ui.decidedList) {
+      const focused = entry.el.contains(document.activeElement);
+      ui.decidedList.prepend(entry.el);
+      updateSections(); // shown before it is focused: a hidden element takes no focus
+      if (focused) entry.outcome.focus({ preventScroll: true });
+    }
+  }
+
+  function retire(entry) {
+    moveToDecided(entry);
+    entry.el.removeAttribute("data-pending-id");
+    entry.el.dataset.wasPendingId = entry.id;
+    state.entries.delete(entry.id);
+  }
+
+  function trimDecided() {
+    while (ui.decidedList.children.length > MAX_DECIDED) {
+      const oldest = ui.decidedList.lastElementChild;
+      oldest.remove();
+      for (const [id, entry] of state.entries) if (entry.el === oldest) state.entries.delete(id);
+    }
+    updateSections();
+  }
+
+  function updateSections() {
+    ui.empty.hidden = ui.pendingList.children.length > 0;
+    ui.decidedSection.hidden = ui.decidedList.children.length === 0;
+  }
+
+  // --- one pending call ------------------------------------------------------------------------
+
+  function createEntry(call) {
+    const n = state.nextId++;
+    const coordinates = call.coordinates || {};
+    const el = make("article", "item", undefined,
+      { "data-pending-id": call.pendingId, "aria-labelledby": `tool-${n}` });
+    const head = make("div", "item-head");
+    const countdown = make("span", "countdown");
+    head.append(make("h3", "tool", shown(call.tool), { id: `tool-${n}` }), countdown);
+    const facts = factList([
+      ["Objective", coordinates.objective], ["Consumer", coordinates.consumer],
+      ["Environment", coordinates.environment], ["Deployment", coordinates.deployment],
+      ["Call ID", call.callId, "mono"], ["Context", call.contextRef, "mono", "wide"],
+      ["Denial reason", call.reason, "mono", "wide"], ["Requested", localTime(call.requestedAt)],
+    ]);
+    const view = argumentsView(call);
+    const exactText = typeof call.argumentsText === "string";
+    const argsTitle = make("h4", "args-title",
+      exactText ? "Arguments (exactly what will run)" : "Arguments (as this browser reads them)");
+    const args = make("pre", "args", view.text, { tabindex: "0" }); // scrollable
+    const controls = decisionControls(n);
+    const outcome = make("p", "outcome", "",
+      { role: "status", "aria-live": "polite", tabindex: "-1" }); // the decision's result
+    el.append(head, facts, argsTitle, args);
+    if (!view.exact) el.append(make("p", "message warn args-warning", INEXACT));
+    el.append(controls.el, outcome);
+    const entry = {
+      id: call.pendingId, el, countdown, outcome, controls: controls.el, reason: controls.reason,
+      error: controls.error, buttons: [controls.approve, controls.reject],
+      expiresAt: Date.parse(call.expiresAt), final: false, finalSeq: 0, sending: false,
+      deciding: false, expired: false, approve: controls.approve, blocked: !view.exact,
+    };
+    syncButtons(entry);
+    controls.approve.addEventListener("click", () => decide(entry, "approve"));
+    controls.reject.addEventListener("click", () => decide(entry, "reject"));
+    controls.reason.addEventListener("input", () => reasonError(entry, ""));
+    return entry;
+  }
+
+  function factList(rows) {
+    const list = make("dl", "facts");
+    for (const [name, value, className, wide] of rows) {
+      const row = make("div", wide ? "fact wide" : "fact");
+      row.append(make("dt", "", name), make("dd", className || "", shown(value)));
+      list.append(row);
+    }
+    return list;
+  }
+
+  function decisionControls(n) {
+    const id = `reason-${n}`; // ids are unique per item
+    const el = make("div", "decide");
+    const reason = make("textarea", "reason", undefined,
+      { id, rows: "2", maxlength: String(MAX_REASON), "aria-describedby": `${id}-error` });
+    const error = make("p", "field-error", "", { id: `${id}-error`, role: "alert", hidden: "" });
+    const actions = make("div", "actions");
+    const approve = make("button", "button approve", "Approve", { type: "button" });
+    const reject = make("button", "button reject", "Reject", { type: "button" });
+    actions.append(approve, reject);
+    el.append(make("label", "", "Reason", { for: id }), reason, error, actions);
+    return { el, reason, error, approve, reject };
+  }
+
+  function reasonError(entry, text) {
+    say(entry.error, text);
+    entry.reason.setAttribute("aria-invalid", text ? "true" : "false");
+  }
+
+  function tell(entry, text, tone) {
+    entry.outcome.textContent = text;
+    entry.outcome.dataset.tone = tone;
+  }
+
+  function syncButtons(entry) {
+    for (const button of entry.buttons) button.disabled = entry.sending || entry.expired;
+    if (entry.blocked) entry.approve.disabled = true; // its arguments are not shown exactly
+    entry.reason.disabled = entry.expired;
+    entry.reason.readOnly = entry.sending;
+  }
+
+  function tick() {
+    const now = Date.now() + state.skewMs;
+    for (const entry of state.entries.values()) if (!entry.final) showTimeLeft(entry, now);
+  }
+
+  function showTimeLeft(entry, now) {
+    if (!Number.isFinite(entry.expiresAt)) {
+      entry.countdown.textContent = "no expiry given";
+      return;
+    }
+    const left = entry.expiresAt - now;
+    const expired = left <= 0;
+    entry.countdown.textContent = expired ? "expired" : `${duration(left)} left`;
+    entry.el.classList.toggle("is-soon", !expired && left < 60000);
+    if (expired !== entry.expired) {
+      entry.expired = expired;
+      entry.el.classList.toggle("is-expired", expired);
+      syncButtons(entry);
+    }
+  }
+
+  // --- deciding --------------------------------------------------------------------------------
+
+  async function decide(entry, kind) {
+    if (entry.final || entry.sending || entry.expired) return;
+    if (kind === "approve" && entry.blocked) return;
+    const reason = entry.reason.value.trim();
+    if (!reason) {
+      entry.reason.focus();
+      return reasonError(entry, "A reason is required");
+    }
+    if ([...reason].length > MAX_REASON) {
+      return reasonError(entry, `A reason is at most ${MAX_REASON} characters`);
+    }
+    reasonError(entry, "");
+    const token = state.token;
+    entry.sending = true;
+    syncButtons(entry);
+    tell(entry, kind === "approve" ? "Approving…" : "Rejecting…", "busy");
+    const path = `/v1/pending/${encodeURIComponent(entry.id)}/${kind}`;
+    const reply = await api("POST", path, { reason }); // only the reason: never the arguments
+    entry.sending = false;
+    if (token !== state.token) return undefined; // signed out meanwhile
+    syncButtons(entry);
+    if (reply === null) return tell(entry, `${UNREACHABLE} Try again.`, "error");
+    const active = document.activeElement;
+    entry.deciding = !active || active === document.body || entry.el.contains(active);
+    settle(entry, kind, reply);
+    entry.deciding = false;
+    return undefined;
+  }
+
+  function settle(entry, kind, reply) {
+    const body = reply.body;
+    if (reply.status === 200 && kind === "approve") {
+      const until = localTime(body.expiresAt);
+      return finish(entry, `Approved by ${shown(body.approver)}, valid until ${until}`, "approved");
+    }
+    if (reply.status === 200) {
+      return finish(entry, `Rejected by ${shown(body.approver)}`, "rejected");
+    }
+    if (reply.status === 401) return signOut(SESSION_ENDED);
+    const error = errorOf(reply);
+    switch (error.code) {
+      case "PENDING_EXPIRED":
+        return finish(entry, "Expired before a decision", "expired");
+      case "ALREADY_DECIDED":
+        return finish(entry, alreadyDecided(body.decided || body.error.decided), "elsewhere");
+      case "PENDING_UNKNOWN":
+        return finish(entry, `No longer pending: ${error.message}`, "gone");
+      case "REASON_REQUIRED":
+      case "REASON_TOO_LONG":
+        tell(entry, "", "");
+        return reasonError(entry, error.message);
+      default:
+        return tell(entry, `Not decided: ${error.message}`, "error");
+    }
+  }
+
+  function alreadyDecided(decided) {
+    const what = { APPROVED: "approved", REJECTED: "rejected" }[decided && decided.state];
+    const who = decided && typeof decided.approver === "string" ? ` by ${decided.approver}` : "";
+    if (!what && !who) return "Already decided by someone else";
+    return `Already decided by someone else: ${what || "decided"}${who}`;
+  }
+
+  function finish(entry, text, tone) {
+    const focused = entry.deciding || entry.el.contains(document.activeElement);
+    entry.final = true;
+    entry.finalSeq = state.refreshSeq;
+    entry.el.dataset.state = tone;
+    entry.el.classList.add("is-final");
+    entry.controls.remove();
+    entry.countdown.hidden = true;
+    tell(entry, text, tone);
+    if (focused) entry.outcome.focus({ preventScroll: true });
+  }
+
+  // --- start -----------------------------------------------------------------------------------
+
+  function submitted(event) {
+    event.preventDefault();
+    const token = ui.token.value.trim();
+    if (!token) return showSignIn("Enter your approver token.");
+    if (!/^[\x21-\x7e]+$/.test(token)) return showSignIn(NOT_ACCEPTED);
+    return signIn(token, false);
+  }
+
+  function boot() {
+    ui.form.addEventListener("submit", submitted);
+    ui.signOut.addEventListener("click", () => signOut(""));
+    ui.refresh.addEventListener("click", refresh);
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") refresh();
+    });
+    const token = saved();
+    if (token) signIn(token, true);
+    else showSignIn("");
+  }
+
+  boot();
+})();

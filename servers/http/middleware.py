@@ -1,0 +1,47 @@
+"""The error middleware every seif HTTP server uses: an ``HttpError`` becomes its JSON answer,
+aiohttp's own 404, 405 and 413 become the API's JSON error (a 405 keeps its ``Allow``), a body
+past the size limit is 413 before any handler reads it, and anything else is a logged
+``500 INTERNAL`` that says nothing about the data (a bug, never a client's doing)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from servers.http import wire
+from servers.http.wire import error_response
+from servers.runtime.errors import HttpError
+
+LOG = logging.getLogger("seif.http")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        if request.content_length is not None and request.content_length > wire.MAX_BODY_BYTES:
+            # every route, also one that reads no body (`POST /v1/turns`)
+            raise HttpError(413, "TOO_LARGE", f"the body exceeds {wire.MAX_BODY_BYTES} bytes")
+        response = await handler(request)
+    except HttpError as exc:
+        response = error_response(exc)
+    except web.HTTPException as exc:
+        response = _routing_error(exc)
+    except Exception as exc:  # a bug, never a client's doing: say nothing about the data
+        LOG.error("internal error in %s %s: %s", request.method, request.path, type(exc).__name__)
+        response = error_response(HttpError(500, "INTERNAL", "internal error"))
+    # a body left unread ends the connection: its rest is never taken for the next request
+    return wire.closing_if_unread(request, response)
+
+
+def _routing_error(exc: web.HTTPException) -> web.Response:
+    """aiohttp's own 404, 405 or 413 as the API's JSON error; a 405 keeps its ``Allow``."""
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(
+        exc.status, "HTTP_ERROR"
+    )
+    response = error_response(HttpError(exc.status, code, exc.reason or code.lower()))
+    if exc.status == 405 and "Allow" in exc.headers:
+        response.headers["Allow"] = exc.headers["Allow"]
+    return response
