@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "runtime": "bench.runtime",
     "replay": "bench.replay",
     "sdk": "bench.sdk",
+    "cel": "bench.cel",
 }
 """Benchmark name to the module that runs it."""
 

@@ -43,6 +43,8 @@ _CODES = {
     "CEL_NOT_BOOLEAN": "a CEL expression does not yield a boolean",
     "CEL_TOO_LONG": "a CEL expression longer than 1,024 characters",
     "CEL_TOO_COMPLEX": "a CEL expression nests macros or calls beyond the cost bound",
+    "CEL_UNKNOWN_FUNCTION": "a CEL expression calls a function CEL does not define there, or with"
+    " another number of arguments",
     # the schema subset
     "SCHEMA_NOT_OBJECT": "a schema that is not a JSON object",
     "SCHEMA_TYPE_MISSING": "a schema node without `type`",

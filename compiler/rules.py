@@ -77,5 +77,6 @@ def _check_rule_cel(rule: Mapping[str, Any], pointer: str, out: Collector) -> No
 def _check_cel(text: str, stage: str, pointer: str, out: Collector) -> None:
     for problem in check_expression(text, stage):
         where = f" (at {problem.line}:{problem.column} of the expression)"
-        column_info = where if problem.code in ("CEL_SYNTAX", "CEL_UNKNOWN_IDENTIFIER") else ""
+        located = ("CEL_SYNTAX", "CEL_UNKNOWN_IDENTIFIER", "CEL_UNKNOWN_FUNCTION")
+        column_info = where if problem.code in located else ""
         out.error(problem.code, pointer, problem.message + column_info)

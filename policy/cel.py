@@ -1,10 +1,14 @@
 """CEL conditions: checked and compiled once per build, evaluated on the hot path.
 
-The cost of one evaluation is bounded by construction: an expression is at most 1,024
-characters, may use only the identifiers of its stage, may not nest comprehension macros
-(``all``, ``exists``, ``exists_one``, ``map``, ``filter``) inside one another, and its inputs are
-bounded by the tool's argument schema and the request size limits. Evaluation reads no clock,
-draws no random numbers and does no I/O; a failure is a value, never an exception.
+cel-python parses an expression (its grammar, with backquoted field names), this module checks it
+as a condition of its stage, and :mod:`policy.celfast` compiles the tree into closures that run
+on the activation's plain JSON values, with the CEL specification's semantics (cel-python stays
+the reference the tests compare against). The cost of one evaluation is bounded: an expression is
+at most 1,024 characters and 200 parse levels deep, uses only its stage's identifiers and known
+functions, nests comprehension macros at most two deep, and one evaluation runs at most
+:data:`policy.celfast.MAX_ITERATIONS` comprehension steps in all (more is an error). Evaluation
+reads no clock, draws no random numbers and does no I/O; a failure is a value, never an
+exception.
 """
 
 from __future__ import annotations
@@ -13,14 +17,22 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import celpy
-import celpy.adapter
-import celpy.celparser
-import celpy.celtypes
 from lark import Token, Tree
 
+from policy.celfast import (
+    CelCompileError,
+    CelEvalError,
+    Program,
+    compile_tree,
+    iterates,
+    parse_quoted,
+)
+from policy.celfunctions import FUNCTIONS, METHODS
+
 MAX_LENGTH = 1024
-MAX_MACRO_NESTING = 1
+MAX_DEPTH = 200
+"""Parse levels at most (the compiler's and the evaluator's recursion stay far from Python's)."""
+MAX_MACRO_NESTING = 2
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 STAGE_IDENTIFIERS = {
     "disclosure": frozenset({"context"}),
@@ -42,8 +54,6 @@ _NON_BOOLEAN_ROOTS = frozenset(
 _OPERATOR_NODES = frozenset({"addition", "multiplication", "relation", "unary"})
 """Nodes whose first child names their operator (``addition_add`` holds the left operand)."""
 
-_ENV = celpy.Environment()
-
 
 @dataclass(frozen=True, slots=True)
 class CelProblem:
@@ -61,7 +71,7 @@ class CompiledExpression:
 
     text: str
     stage: str
-    program: Any = field(compare=False, repr=False)
+    program: Program = field(compare=False, repr=False)
 
 
 def _walk_identifiers(node: Any, bound: frozenset[str], out: list[tuple[str, int, int]]) -> None:
@@ -166,37 +176,65 @@ def check_expression(text: str, stage: str) -> list[CelProblem]:
             )
         ]
     try:
-        tree = _ENV.compile(text)
-    except celpy.celparser.CELParseError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
-        return [
-            CelProblem(
-                "CEL_SYNTAX",
-                f"cel syntax error: {first}",
-                int(getattr(exc, "line", 1) or 1),
-                int(getattr(exc, "column", 1) or 1),
-            )
-        ]
-    problems: list[CelProblem] = []
-    allowed = STAGE_IDENTIFIERS[stage]
-    found: list[tuple[str, int, int]] = []
-    _walk_identifiers(tree, frozenset(), found)
-    for name, line, column in found:
-        if name not in allowed:
-            names = ", ".join(f"`{n}`" for n in sorted(allowed))
-            problems.append(
-                CelProblem(
-                    "CEL_UNKNOWN_IDENTIFIER",
-                    f"unknown identifier `{name}`; use {names}",
-                    line,
-                    column,
-                )
-            )
+        tree, _quoted = parse_quoted(text)
+    except CelCompileError as exc:
+        return [CelProblem(exc.code, f"cel syntax error: {exc.message}", exc.line, exc.column)]
+    if _depth(tree) > MAX_DEPTH:
+        return [CelProblem("CEL_TOO_COMPLEX", f"expression nests deeper than {MAX_DEPTH} levels")]
+    problems = _identifier_problems(tree, STAGE_IDENTIFIERS[stage])
+    problems += _function_problems(tree)
     if _macro_depth(tree) > MAX_MACRO_NESTING:
-        problems.append(CelProblem("CEL_TOO_COMPLEX", "comprehension macros may not be nested"))
+        message = f"comprehension macros nest at most {MAX_MACRO_NESTING} deep"
+        problems.append(CelProblem("CEL_TOO_COMPLEX", message))
     if certainly_not_boolean(tree):
         problems.append(CelProblem("CEL_NOT_BOOLEAN", "expression does not yield a boolean"))
     return problems
+
+
+def _identifier_problems(tree: Any, allowed: frozenset[str]) -> list[CelProblem]:
+    found: list[tuple[str, int, int]] = []
+    _walk_identifiers(tree, frozenset(), found)
+    names = ", ".join(f"`{n}`" for n in sorted(allowed))
+    return [
+        CelProblem("CEL_UNKNOWN_IDENTIFIER", f"unknown identifier `{name}`; use {names}", line, col)
+        for name, line, col in found
+        if name not in allowed
+    ]
+
+
+def _function_problems(tree: Any) -> list[CelProblem]:
+    """Calls of functions CEL does not define for conditions, or with another arity (CEL's
+    checker refuses them; at run time they would only ever fail)."""
+    problems = []
+    for node in _subtrees(tree):
+        if node.data not in ("ident_arg", "member_dot_arg", "dot_ident_arg"):
+            continue
+        parts = [c for c in node.children if c is not None]
+        receiver = node.data == "member_dot_arg"
+        name_token = parts[1] if receiver else parts[0]
+        rest = parts[2:] if receiver else parts[1:]
+        count = len([c for c in rest[0].children if c is not None]) if rest else 0
+        name = str(name_token)
+        table = METHODS if receiver else FUNCTIONS
+        known = name in table and table[name][0] == count
+        if (receiver and name in MACROS) or (not receiver and name == "has"):
+            continue
+        if not known:
+            line = getattr(name_token, "line", 1) or 1
+            column = getattr(name_token, "column", 1) or 1
+            message = f"no function `{name}` takes {count} argument(s) here"
+            problems.append(CelProblem("CEL_UNKNOWN_FUNCTION", message, line, column))
+    return problems
+
+
+def _depth(tree: Any) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(node, Tree):
+            stack.extend((child, level + 1) for child in node.children)
+    return deepest
 
 
 def compile_expression(text: str, stage: str) -> CompiledExpression:
@@ -204,27 +242,33 @@ def compile_expression(text: str, stage: str) -> CompiledExpression:
     problems = check_expression(text, stage)
     if problems:
         raise ValueError(f"{problems[0].code}: {problems[0].message}")
-    return CompiledExpression(text, stage, _ENV.program(_ENV.compile(text)))
+    tree, quoted = parse_quoted(text)
+    program = Program(text, compile_tree(tree, quoted), iterates=iterates(tree))
+    return CompiledExpression(text, stage, program)
 
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """The outcome of one evaluation: ``value`` when it yielded a boolean, else ``error``."""
+    """The outcome of one evaluation: ``value`` when it yielded a boolean, else ``error``, a
+    code that names the kind of failure (``NO_SUCH_KEY``, ``NO_MATCHING_OVERLOAD``,
+    ``OVERFLOW``, ``NOT_BOOLEAN``...) and nothing of the data."""
 
     value: bool | None
     error: str | None = None
 
 
 def evaluate(expression: CompiledExpression, activation: Mapping[str, Any]) -> Evaluation:
-    """Evaluate with plain JSON values; any failure (type error, missing field, non-boolean)
-    is an :class:`Evaluation` with an ``error`` that names no argument value."""
+    """Evaluate on plain JSON values as they are; every failure is an :class:`Evaluation`
+    with an ``error`` code."""
     try:
-        cel_activation = {k: celpy.adapter.json_to_cel(v) for k, v in activation.items()}
-        result = expression.program.evaluate(cel_activation)
-    except Exception as exc:  # cel-python raises many unrelated types: fail closed
-        return Evaluation(None, type(exc).__name__)
-    if isinstance(result, (celpy.celtypes.BoolType, bool)):
-        return Evaluation(bool(result))
-    if isinstance(result, Exception):
-        return Evaluation(None, type(result).__name__)
-    return Evaluation(None, "NonBooleanResult")
+        result = expression.program.evaluate(activation)
+    except CelEvalError as exc:
+        return Evaluation(None, exc.code)
+    if result is True:
+        return _TRUE
+    if result is False:
+        return _FALSE
+    return Evaluation(None, "NOT_BOOLEAN")
+
+
+_TRUE, _FALSE = Evaluation(True), Evaluation(False)

@@ -1,8 +1,10 @@
-"""Shared fixtures: the repository root and the reference project."""
+"""Shared fixtures: the repository root and the reference project; the run's summary lines."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -19,3 +21,10 @@ def reference_ir():  # type: ignore[no-untyped-def]  # pytest fixture
     from compiler import compile_project
 
     return compile_project(REFERENCE)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Figures some tests report (the CEL conformance pass rate), after the run."""
+    found = sys.modules.get("test_cel_conformance")
+    for line in getattr(found, "SUMMARY", []):
+        terminalreporter.write_line(line)

@@ -21,6 +21,7 @@ import pytest
 from runtime_harness import (
     APP_TOKEN,
     BEARER,
+    OPERATOR_TOKEN,
     READ_ARGS,
     listening,
     run_async,
@@ -125,10 +126,14 @@ def test_a_large_trace_is_exact_and_health_keeps_answering(tmp_path: Path) -> No
 
 
 def _get_trace(base: str, ctx: str) -> dict[str, Any]:
+    """The trace as an operator reads it (``traces.read`` alone: any context, a context never
+    resolved too, where an application's credential gets 404)."""
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
     async def get() -> dict[str, Any]:
         async with (
             aiohttp.ClientSession() as session,
-            session.get(f"{base}/v1/traces/{ctx}", headers=BEARER) as r,
+            session.get(f"{base}/v1/traces/{ctx}", headers=operator) as r,
         ):
             assert r.status == 200
             found: dict[str, Any] = json.loads(await r.read())
