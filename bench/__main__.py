@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "replay": "bench.replay",
     "sdk": "bench.sdk",
     "cel": "bench.cel",
+    "language": "bench.language",
 }
 """Benchmark name to the module that runs it."""
 

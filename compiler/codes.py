@@ -16,6 +16,13 @@ _CODES = {
     "more than 309 digits",
     "JSON_STRING_INVALID": "a string or key holding a lone surrogate (not Unicode text)",
     "JSON_TOO_DEEP": "JSON nested deeper than 64 levels",
+    # the `.seif` language (docs/language.md): located by line and column
+    "SEIF_SYNTAX": "a `.seif` file does not parse here; the message says what was expected",
+    "SEIF_UNKNOWN_KEYWORD": "a word where a keyword belongs: the nearest keyword is named",
+    "SEIF_UNCLOSED_BLOCK": "a `{` block that is not closed before the next item or the end",
+    "SEIF_UNCLOSED_STRING": 'a string with no closing `"` on its line',
+    "SEIF_COLON": "a JSON-style `:` after a keyword (`max_calls 3`, not `max_calls: 3`)",
+    "SEIF_DUPLICATE_PROPERTY": "a schema declares one property twice",
     # the closed format
     "FORMAT_UNSUPPORTED": "`format` is not `seif.context-project.v1`",
     "UNKNOWN_KEY": "a key the format does not define",
@@ -42,9 +49,10 @@ _CODES = {
     "CEL_UNKNOWN_IDENTIFIER": "a CEL expression uses an identifier that does not exist there",
     "CEL_NOT_BOOLEAN": "a CEL expression does not yield a boolean",
     "CEL_TOO_LONG": "a CEL expression longer than 1,024 characters",
-    "CEL_TOO_COMPLEX": "a CEL expression nests macros or calls beyond the cost bound",
+    "CEL_TOO_COMPLEX": "a CEL expression nests comprehension macros more than two deep, or parse"
+    " levels beyond 200",
     "CEL_UNKNOWN_FUNCTION": "a CEL expression calls a function CEL does not define there, or with"
-    " another number of arguments",
+    " another number of arguments (`args.ref.split('/')`: string extensions are not standard CEL)",
     # the schema subset
     "SCHEMA_NOT_OBJECT": "a schema that is not a JSON object",
     "SCHEMA_TYPE_MISSING": "a schema node without `type`",

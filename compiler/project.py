@@ -79,21 +79,26 @@ def compile_text(text: str) -> CompileResult:
 
 
 def compile_file(path: str | os.PathLike[str]) -> CompileResult:
-    """Compile a project file (``.json``; ``.seif`` is refused until its front end ships)."""
+    """Compile a project file: ``.seif`` through the language's front end
+    (``compiler.seif_front``), anything else as JSON."""
     out = Collector(parse.PASS)
     file = Path(path)
-    if file.suffix == ".seif":
-        out.error(
-            "FILE_UNREADABLE",
-            "",
-            "the `.seif` front end is not available in this "
-            "version; write the project as JSON (see docs/project-format.md)",
-        )
-        return CompileResult(None, tuple(out.items))
     text = parse.read_text(file, out)
     if text is None:
         return CompileResult(None, tuple(out.items))
+    if file.suffix == ".seif":
+        return compile_seif(text)
     return compile_text(text)
+
+
+def compile_seif(text: str) -> CompileResult:
+    """Compile the text of a `.seif` project."""
+    from compiler.seif_front import compile_seif_text  # noqa: PLC0415  # lark loads on demand
+
+    parsed, found = compile_seif_text(text)
+    if parsed is None or found:
+        return CompileResult(None, tuple(found), text)
+    return CompileResult(lower(fill_defaults(parsed.document)), (), text)
 
 
 def compile_project(source: str | os.PathLike[str] | Mapping[str, Any]) -> Project:

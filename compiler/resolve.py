@@ -95,6 +95,8 @@ def _ref(
 
 
 def _hint(value: str, known: set[str]) -> str:
+    if value in known:  # the upper-case spelling of a lower-case code
+        return f"; did you mean `{value}`?"
     close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=0.6)
     return f"; did you mean `{close[0]}`?" if close else ""
 
@@ -192,5 +194,5 @@ def _known_reason(code: str, pointer: str, out: Collector) -> None:
         out.error(
             "UNKNOWN_REASON_CODE",
             pointer,
-            f"`{code}` is not a reason code{_hint(code, set(REASON_CODES))}",
+            f"`{code}` is not a reason code{_hint(code.upper(), set(REASON_CODES))}",
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from lark import Token, Tree
@@ -168,6 +169,16 @@ def certainly_not_boolean(tree: Any) -> bool:
 
 def check_expression(text: str, stage: str) -> list[CelProblem]:
     """Every problem of ``text`` as a condition of ``stage`` (``disclosure`` or ``call``)."""
+    return list(_checked(text, stage))
+
+
+@lru_cache(maxsize=1024)
+def _checked(text: str, stage: str) -> tuple[CelProblem, ...]:
+    """The problems of one expression, found once (the checker and the compiler both ask)."""
+    return tuple(_problems(text, stage))
+
+
+def _problems(text: str, stage: str) -> list[CelProblem]:
     if len(text) > MAX_LENGTH:
         return [
             CelProblem(

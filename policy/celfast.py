@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 import celpy
@@ -120,8 +121,10 @@ def parse(text: str) -> Any:
     return parse_quoted(text)[0]
 
 
+@lru_cache(maxsize=1024)
 def parse_quoted(text: str) -> tuple[Any, dict[str, str]]:
-    """The parse tree of ``text`` and the backquoted names its stand-ins hold."""
+    """The parse tree of ``text`` and the backquoted names its stand-ins hold (one parse per
+    distinct text: the checker and the compiler share it; neither changes the tree)."""
     plain, names = unquote_fields(text)
     try:
         return _PARSER.compile(plain), names

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
-from policy.canonical import escape_pointer_token
+from policy.canonical import EncodingError, canonical_cbor, escape_pointer_token
 from policy.jsonvalue import is_finite_json, json_equal
 from policy.schema_codegen import SourceBase, generate_collector
 
@@ -349,6 +349,24 @@ def compile_validator(schema: Mapping[str, Any]) -> Validator:
     Raises ``ValueError`` for what is not a schema of the subset at all (a node without one of
     the seven types, nesting deeper than 8 levels); other keywords are not looked at here.
     """
-    root = _parse(schema, 1)
-    is_valid, source = _generate(root)
-    return Validator(root, is_valid, source)
+    try:
+        key = canonical_cbor(schema)  # keeps `3` and `3.0` apart, as the contract digest does
+    except (EncodingError, ValueError, TypeError):  # a lone surrogate (UnicodeEncodeError)...
+        key = None  # compiled, not remembered
+    found = _COMPILED.get(key) if key is not None else None
+    if found is None:
+        root = _parse(schema, 1)
+        is_valid, source = _generate(root)
+        found = Validator(root, is_valid, source)
+        if key is not None:
+            if len(_COMPILED) >= _COMPILED_LIMIT:
+                _COMPILED.clear()
+            _COMPILED[key] = found
+    return found
+
+
+_COMPILED: dict[bytes, Validator] = {}
+"""Validators by the canonical CBOR of their schema: a validator is immutable, so tools with one
+schema share it, and a project compiled again (a registry check, a promotion) does not generate
+its code again."""
+_COMPILED_LIMIT = 512

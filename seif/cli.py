@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from seif import __version__
 from seif.approval_cmd import add_parser as add_approval_parser
 from seif.authoring import cmd_build, cmd_test, cmd_validate
+from seif.language_cmd import add_parsers as add_language_parsers
 from seif.output import EXIT_USAGE
 from seif.prove import add_parser as add_prove_parser
 from seif.release_cli import add_release_commands
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
     add_approval_parser(sub)  # `seif approval-server`
     add_prove_parser(sub)  # `seif prove`
+    add_language_parsers(sub)  # `seif convert`, `seif fmt`
     add_replay_parsers(sub)  # `seif trace export`, `seif replay`
     add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
     return parser

@@ -1,0 +1,53 @@
+"""The `.seif` front end: ``parse`` and ``lower`` to the JSON document (``compiler.seif_parse``),
+then the JSON front end's own passes (structure, resolve, check, defaults, lower), so a project
+written either way has one IR, one set of contract digests and one build digest. Every
+diagnostic carries the line and column where its element was written, as well as its pointer.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import replace
+
+from compiler.diagnostics import Diagnostic
+from compiler.seif_parse import Parsed, SeifSyntaxError, parse_seif
+
+PASS = "parse"
+
+
+def compile_seif_text(text: str) -> tuple[Parsed | None, list[Diagnostic]]:
+    """The parsed file and its diagnostics (syntax, or those of the shared passes, located)."""
+    from compiler.project import check_document  # noqa: PLC0415  # project imports this module
+
+    try:
+        parsed = parse_seif(text)
+    except SeifSyntaxError as exc:
+        found = Diagnostic(
+            code=exc.code, message=exc.message, line=exc.line, column=exc.column, pass_name=PASS
+        )
+        return None, [found]
+    located = [locate(d, parsed) for d in check_document(parsed.document)]
+    return parsed, sorted(located, key=lambda d: (d.line or 0, d.column or 0))
+
+
+def locate(diagnostic: Diagnostic, parsed: Parsed) -> Diagnostic:
+    """``diagnostic`` with the line and column of its pointer (or of its nearest ancestor),
+    and, for a schema option the subset does not know, the nearest option's `.seif` name."""
+    at = parsed.position_of(diagnostic.pointer or "")
+    if diagnostic.code == "SCHEMA_UNKNOWN_KEYWORD":
+        diagnostic = replace(diagnostic, message=diagnostic.message + _option_hint(diagnostic))
+    if at is None:
+        return diagnostic
+    return replace(diagnostic, line=at[0], column=at[1])
+
+
+SCHEMA_OPTIONS = (
+    "min_length", "max_length", "minimum", "maximum", "min_items", "max_items", "enum",
+    "const", "description", "title", "additional_properties",
+)  # fmt: skip
+
+
+def _option_hint(diagnostic: Diagnostic) -> str:
+    written = (diagnostic.pointer or "").rsplit("/", 1)[-1]
+    near = difflib.get_close_matches(written, SCHEMA_OPTIONS, n=1, cutoff=0.6)
+    return f"; did you mean `{near[0]}`?" if near and near[0] != written else ""

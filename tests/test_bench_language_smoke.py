@@ -1,0 +1,18 @@
+"""`python -m bench language --quick --json` runs (it fails unless both front ends give one
+build digest for each project) and reports both front ends for both projects, with the ratios
+computed from the rows. No timing is asserted."""
+
+from __future__ import annotations
+
+from bench_support import run_bench
+
+
+def test_language_bench_reports_both_front_ends() -> None:
+    result = run_bench("language", timeout=180)
+    rows = {(row["name"], row["impl"]): row for row in result["rows"]}
+    for project in ("reference", "catalogue of 32 tools"):
+        seif, json = rows[(project, "seif")], rows[(project, "json")]
+        assert 0 < json["median_ns"] <= json["p99_ns"] and seif["median_ns"] > 0
+        ratio = result["ratios"][f"seif / json, {project}"]
+        assert abs(ratio - seif["median_ns"] / json["median_ns"]) < 1e-3
+    assert isinstance(result["target_met"], bool)
