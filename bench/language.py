@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.seif_print import to_seif
-
 from bench.harness import measure_all
 from compiler.build import make_build
 from compiler.project import compile_seif, compile_text
+from compiler.seif_print import to_seif
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"

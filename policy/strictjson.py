@@ -150,7 +150,7 @@ def loads(
         raise JsonError("NUMBER_INVALID", str(exc), _number_location(text)) from None
     except json.JSONDecodeError as exc:
         where = Location(line=exc.lineno, column=exc.colno)
-        raise JsonError("JSON_SYNTAX", f"not valid JSON: {exc.msg.lower()}", where) from None
+        raise JsonError("JSON_SYNTAX", _syntax_message(exc), where) from None
     except RecursionError:
         raise _too_deep(max_depth, None) from None
     except ValueError as exc:  # the interpreter's own integer limit, should it be lower
@@ -164,6 +164,20 @@ def loads(
     if "\\u" in text:
         _refuse_lone_surrogates(value)
     return value
+
+
+def _syntax_message(exc: json.JSONDecodeError) -> str:
+    """What the decoder said, named as an author would name it: an empty text, a trailing
+    comma, a missing colon or a missing comma."""
+    text, at = exc.doc, exc.pos
+    if not text.strip():
+        return "the text is empty: a JSON document is needed"
+    before = text[:at].rstrip()
+    if before.endswith(",") and text[at : at + 1] in ("}", "]"):
+        return f"a trailing comma before `{text[at]}`: remove the `,`"
+    if exc.msg.startswith("Expecting ',' delimiter"):
+        return "a `,` is missing between two values"
+    return f"not valid JSON: {exc.msg.lower()}"
 
 
 def _text(data: str | bytes) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from compiler.build import write_build
@@ -66,7 +67,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return exit_code_for(result)
 
 
+BUILD_FILES = frozenset({"build.cbor", "manifest.json"})
+
+
+def refused_out(out: Path) -> str | None:
+    """Why ``--out`` cannot take a build (None: it can): it is a file, or a directory holding
+    anything but a previous build, which nothing must overwrite."""
+    if out.exists() and not out.is_dir():
+        return f"`{out}` is a file: give a directory for the build"
+    if out.is_dir():
+        others = sorted(p.name for p in out.iterdir() if p.name not in BUILD_FILES)
+        if others:
+            shown = ", ".join(f"`{name}`" for name in others[:3])
+            return f"`{out}` holds other files ({shown}): give a new or empty directory"
+    return None
+
+
 def cmd_build(args: argparse.Namespace) -> int:
+    refusal = refused_out(Path(args.out))
+    if refusal is not None:
+        warn(f"{args.out}: OUT_REFUSED: {refusal}; nothing was written")
+        return EXIT_USAGE
     result = compile_file(args.project)
     if result.project is None:
         print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from seif import __version__
 from seif.approval_cmd import add_parser as add_approval_parser
@@ -30,19 +31,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"seif {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    validate = sub.add_parser("validate", help="check a project declaration")
-    validate.add_argument("--project", required=True, metavar="FILE")
-    validate.add_argument("--json", action="store_true", help="print one JSON document")
+    validate = _command(
+        sub, "validate", "check a project declaration (JSON or .seif)",
+        "seif validate reference/agent-tools/context-project.json",
+    )  # fmt: skip
+    _project_arguments(validate)
     validate.set_defaults(run=cmd_validate)
 
-    test = sub.add_parser("test", help="run the project's tests with the engine alone")
-    test.add_argument("--project", required=True, metavar="FILE")
-    test.add_argument("--json", action="store_true", help="print one JSON document")
+    test = _command(
+        sub, "test", "run the project's tests with the engine alone (no executor)",
+        "seif test reference/agent-tools/context-project.seif",
+    )  # fmt: skip
+    _project_arguments(test)
     test.set_defaults(run=cmd_test)
 
-    build = sub.add_parser("build", help="validate, test and write an immutable build")
-    build.add_argument("--project", required=True, metavar="FILE")
-    build.add_argument("--out", required=True, metavar="DIR")
+    build = _command(
+        sub, "build", "validate, test and write an immutable build",
+        "seif build reference/agent-tools/context-project.json --out out/build",
+    )  # fmt: skip
+    _project_arguments(build, json_output=False)
+    build.add_argument(
+        "--out", required=True, metavar="DIR",
+        help="the build directory: new, empty, or holding a previous build (replaced)",
+    )  # fmt: skip
     build.set_defaults(run=cmd_build)
     serve = sub.add_parser("serve", help="run the runtime server")
     serve.add_argument("--build", required=True, metavar="BUILD_DIR")
@@ -83,6 +94,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command(sub: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:
+    """A sub-command whose help shows an example."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def _project_arguments(parser: argparse.ArgumentParser, *, json_output: bool = True) -> None:
+    parser.add_argument("project_file", nargs="?", metavar="FILE", help="the project file")
+    parser.add_argument(
+        "--project", metavar="FILE", help="the project file (`.json` or `.seif`), as FILE"
+    )
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
 def _at_least_one(text: str) -> int:
     try:
         value = int(text)
@@ -120,7 +152,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if hasattr(args, "project_file"):
+        if args.project is not None and args.project_file is not None:
+            parser.error("give the project once: as FILE or as --project FILE")
+        args.project = args.project or args.project_file
+        if args.project is None:
+            parser.error(f"`seif {args.command}` needs a project file: seif {args.command} FILE")
     code: int = args.run(args)
     return code
 

@@ -60,7 +60,6 @@ def _document(path: str, text: str) -> Any:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from compiler.seif_print import to_seif  # noqa: PLC0415
-
     from policy.strictjson import dumps  # noqa: PLC0415
 
     text = _read(args.file)
@@ -80,9 +79,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_fmt(args: argparse.Namespace) -> int:
-    from compiler.seif_print import format_seif  # noqa: PLC0415
-
     from compiler.seif_parse import SeifSyntaxError  # noqa: PLC0415
+    from compiler.seif_print import format_seif  # noqa: PLC0415
 
     text = _read(args.file)
     if text is None:

@@ -26,7 +26,11 @@ def add_parsers(sub: Any) -> None:
     exporting = actions.add_parser("export", help="export the decision log (works while serving)")
     exporting.add_argument("--data", required=True, metavar="DIR", help="the data directory")
     exporting.add_argument("--out", required=True, metavar="FILE")
-    exporting.add_argument("--format", choices=FORMATS, default="cbor")
+    exporting.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="cbor or jsonl (default: jsonl for a .jsonl or .json --out, else cbor)",
+    )
     exporting.set_defaults(run=cmd_trace_export)
 
     replaying = sub.add_parser(
@@ -40,8 +44,9 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_trace_export(args: argparse.Namespace) -> int:
+    fmt = args.format or ("jsonl" if str(args.out).endswith((".jsonl", ".json")) else "cbor")
     try:
-        done = export(args.data, args.out, args.format)
+        done = export(args.data, args.out, fmt)
     except TraceFileError as exc:
         warn(f"seif trace export: {exc}")
         return EXIT_USAGE

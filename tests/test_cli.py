@@ -147,3 +147,51 @@ def test_diagnostics_doc_is_in_sync() -> None:
     assert (ROOT / "docs" / "diagnostics.md").read_text() == render(), (
         "run: python -m compiler.docs > docs/diagnostics.md"
     )
+
+
+def test_the_project_is_also_taken_positionally(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", str(REFERENCE))
+    assert code == 0 and out.splitlines()[0].endswith("valid, 3 tools")
+    with pytest.raises(SystemExit) as twice:
+        main(["validate", str(REFERENCE), "--project", str(REFERENCE)])
+    assert twice.value.code == 2 and "give the project once" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as none:
+        main(["test"])
+    assert none.value.code == 2 and "seif test FILE" in capsys.readouterr().err
+
+
+def test_build_out_refuses_a_file_or_a_directory_of_other_things(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("keep me")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "notes.txt").write_text("keep me")
+    for out in ("file", "dir"):
+        code, stdout, err = run(capsys, "build", str(REFERENCE), "--out", str(tmp_path / out))
+        assert (code, stdout) == (2, "") and "OUT_REFUSED" in err and "nothing was written" in err
+    assert (tmp_path / "file").read_text() == "keep me"
+    assert sorted(p.name for p in (tmp_path / "dir").iterdir()) == ["notes.txt"]
+    first = run(capsys, "build", str(REFERENCE), "--out", str(tmp_path / "b"))
+    again = run(capsys, "build", str(REFERENCE), "--out", str(tmp_path / "b"))  # a build: replaced
+    assert first[0] == again[0] == 0 and first[1] == again[1]
+
+
+def test_python_dash_m_seif_and_every_command_s_help_shows_an_example() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "seif", "validate", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0 and "example:\n  seif validate" in done.stdout
+    for command in ("test", "build"):
+        helped = subprocess.run(
+            [sys.executable, "-m", "seif", command, "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert f"example:\n  seif {command}" in helped.stdout

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 import strategies
-from compiler.seif_print import to_seif
 from hypothesis import HealthCheck, given, settings
 
 from compiler.build import make_build
 from compiler.project import compile_project, compile_seif, compile_text
 from compiler.seif_parse import parse_seif
+from compiler.seif_print import to_seif
 
 ROOT = Path(__file__).resolve().parent.parent
 VALID = sorted((ROOT / "corpus" / "declarations" / "valid").glob("*.json"))

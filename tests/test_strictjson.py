@@ -222,3 +222,18 @@ def test_an_executor_answer_beyond_json_is_never_a_success(output: bytes) -> Non
 
     outcome = asyncio.run(scenario())
     assert outcome == Outcome("UNKNOWN", reason="INVALID_RESPONSE")
+
+
+def test_common_syntax_mistakes_are_named_as_such() -> None:
+    """A newcomer's mistakes, named: an empty file is not `expecting value` at 1:1, a trailing
+    comma is not `expecting property name`."""
+    for text, message, column in (
+        ("", "the text is empty", 1),
+        ('{"a": 1,}', "a trailing comma before `}`", 9),
+        ("[1, 2,\n]", "a trailing comma before `]`", 1),
+        ("[1 2]", "a `,` is missing between two values", 4),
+    ):
+        with pytest.raises(JsonError) as refused:
+            loads(text)
+        assert refused.value.code == "JSON_SYNTAX" and message in refused.value.message, text
+        assert refused.value.where.column == column, text

@@ -45,6 +45,12 @@ def test_cbor_export_is_the_logs_own_bytes_and_jsonl_its_records(tmp_path: Path)
         open_log(tmp_path / "a.cbor").records()
     )
     assert oct((tmp_path / "a.cbor").stat().st_mode & 0o777) == "0o600"
+    # without --format, the output file's extension decides (a newcomer wrote x.jsonl and got
+    # CBOR)
+    assert main(["trace", "export", "--data", str(data), "--out", str(tmp_path / "b.jsonl")]) == 0
+    assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "a.jsonl").read_text()
+    assert main(["trace", "export", "--data", str(data), "--out", str(tmp_path / "b.log")]) == 0
+    assert (tmp_path / "b.log").read_bytes() == (tmp_path / "a.cbor").read_bytes()
 
 
 def test_a_torn_final_record_is_left_out(
