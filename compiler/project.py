@@ -54,7 +54,30 @@ def check_document(doc: Any) -> list[Diagnostic]:
         out = Collector(name)
         run(doc, out)
         found.extend(out.items)
+    found = [d for d in found if d.code not in _follow_ons(doc)]
     return sorted(found, key=lambda d: document_order(doc, d.pointer or ""))
+
+
+_DEPENDS = {
+    "profiles": ("UNKNOWN_PROFILE", "UNKNOWN_CONTEXT_MESSAGE"),
+    "tools": ("UNKNOWN_TOOL",),
+    "objectives": ("UNKNOWN_OBJECTIVE",),
+}
+"""The reference diagnostics that follow from a missing section: one misspelled key
+(`proflies`) must not bury its own diagnostic under one per reference to what it held."""
+
+
+_OPTIONAL = frozenset({"tools"})
+"""A project may declare no tool: its rules and fixtures then name undeclared tools."""
+
+
+def _follow_ons(doc: Mapping[str, Any]) -> frozenset[str]:
+    broken = [
+        key
+        for key in _DEPENDS
+        if not isinstance(doc.get(key), list) and (key in doc or key not in _OPTIONAL)
+    ]
+    return frozenset(code for key in broken for code in _DEPENDS[key])
 
 
 def compile_document(doc: Any) -> CompileResult:

@@ -62,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data", required=True, metavar="DATA_DIR")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
-    serve.add_argument("--require-turn", action="store_true")
+    serve.add_argument(
+        "--require-turn",
+        action="store_true",
+        help="refuse resolve and execute without a live turnId the application started",
+    )
     serve.add_argument(
         "--max-connections",
         type=_at_least_one,

@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -25,7 +25,7 @@ from servers.http.serving import (
     GuardedSite,
     Limits,
 )
-from servers.runtime.startup import Prepared, prepare
+from servers.runtime.startup import Prepared, StartRefused, prepare
 from servers.store.datadir import DataDirError, DataDirLocked
 
 T = TypeVar("T")
@@ -43,13 +43,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             env=os.environ,
             require_turn=args.require_turn,
         )
-    except CompileError as exc:
-        for d in exc.diagnostics:
-            warn(f"{args.build}:{d.location}: {d.code}: {d.message}")
-        return EXIT_USAGE
-    except ConfigError as exc:
-        for p in exc.problems:
-            warn(f"{p.file}:{p.pointer}: {p.code}: {p.message}")
+    except StartRefused as exc:  # every problem of every file, then exit
+        for error in exc.errors:
+            _report(error, args.build)
+        warn(f"seif serve: not started, {_count(exc)}; nothing was created")
         return EXIT_USAGE
     except DataDirLocked as exc:
         warn(f"{args.data}: DATA_DIR_LOCKED: {exc.message}")
@@ -67,6 +64,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         prepared.data.close()
     return EXIT_OK
+
+
+def _report(error: Exception, build_dir: str) -> None:
+    """One rendering for every problem: ``FILE:WHERE: CODE: message``."""
+    if isinstance(error, CompileError):
+        for d in error.diagnostics:
+            where = f"{build_dir}:{d.location}" if d.location else build_dir
+            warn(f"{where}: {d.code}: {d.message}")
+    elif isinstance(error, ConfigError):
+        for p in error.problems:
+            warn(p.render())
+
+
+def _count(refused: StartRefused) -> str:
+    n = sum(
+        len(e.diagnostics) if isinstance(e, CompileError) else len(getattr(e, "problems", [1]))
+        for e in refused.errors
+    )
+    return f"{n} problem{'s' if n != 1 else ''}"
 
 
 def run_loop(main: Coroutine[Any, Any, T]) -> T:
@@ -136,12 +152,24 @@ def _descriptors_for(connections: int) -> int:
 
 
 async def _serve(prepared: Prepared, host: str, port: int, limits: Limits) -> None:
-    await serve_app(create_app(prepared), "runtime", host, port, limits)
+    from seif.serve_status import announce, readiness  # noqa: PLC0415
+
+    announce(prepared, warn)
+    app = create_app(prepared)
+    await serve_app(app, "runtime", host, port, limits, lambda: readiness(app, warn))
 
 
-async def serve_app(app: web.Application, name: str, host: str, port: int, limits: Limits) -> None:
+async def serve_app(
+    app: web.Application,
+    name: str,
+    host: str,
+    port: int,
+    limits: Limits,
+    background: Callable[[], Coroutine[Any, Any, None]] | None = None,
+) -> None:
     """Serve ``app`` under ``limits``, print ``seif NAME listening on http://HOST:PORT`` once
-    it accepts connections, and return after SIGINT or SIGTERM (a clean shutdown)."""
+    it accepts connections (then run ``background`` beside it), and return after SIGINT or
+    SIGTERM (a clean shutdown)."""
     _quiet_http_layer()
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -156,6 +184,10 @@ async def serve_app(app: web.Application, name: str, host: str, port: int, limit
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        task = asyncio.ensure_future(background()) if background is not None else None
         await stop.wait()
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
     finally:
         await runner.cleanup()

@@ -195,3 +195,15 @@ def test_python_dash_m_seif_and_every_command_s_help_shows_an_example() -> None:
             check=False,
         )
         assert f"example:\n  seif {command}" in helped.stdout
+
+
+def test_one_misspelled_section_is_one_problem_not_twenty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads(REFERENCE.read_text())
+    doc["proflies"] = doc.pop("profiles")
+    code, out, _ = run(capsys, "validate", write(tmp_path, doc))
+    lines = out.splitlines()
+    assert code == 1 and lines[-1].endswith("invalid, 2 errors")
+    assert "MISSING_KEY: missing key `profiles`" in lines[0]
+    assert "UNKNOWN_KEY: unknown key `proflies`; did you mean `profiles`?" in lines[1]

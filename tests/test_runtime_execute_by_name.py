@@ -82,3 +82,30 @@ def test_a_wrong_name_is_denied_with_the_disclosed_names(tmp_path: Path) -> None
             assert all("TAIL" not in str(e) for e in denied), denied
 
     run_async(scenario())
+
+
+def test_an_approver_may_name_the_tool_by_its_function_name(tmp_path: Path) -> None:
+    """What a newcomer tried: approve `propose_change` (the name the model used) got 409
+    TOOL_NOT_DISCLOSED. Approve and reject take the function name as execute does; the
+    approval is of the tool id."""
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path) as s:
+            ctx = (await s.resolve())["contextRef"]
+            await s.execute(ctx, "propose_change", "w1", PROPOSAL)
+            approved = await s.approve(ctx, "propose_change", "w1", PROPOSAL)
+            assert approved.status == 200, approved
+            approval = approved.body["approvalId"]
+            done = await s.execute(ctx, "propose-change", "w1", PROPOSAL, approval)
+            assert (done["status"], done["tool"]) == ("SUCCEEDED", "propose-change")
+            await s.execute(ctx, "propose_change", "w2", PROPOSAL)
+            body = {"contextRef": ctx, "tool": "propose_change", "callId": "w2"}
+            rejected = await s.call(
+                "POST",
+                "/v1/context/tools/reject",
+                {**body, "arguments": PROPOSAL, "reason": "no"},
+                headers={**APPROVAL, "x-seif-approver": "ops-ana"},
+            )
+            assert rejected.status == 200, rejected
+
+    run_async(scenario())

@@ -264,6 +264,21 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return value
 
 
+def _consumer_refusal(state: ExecutorState, consumer: object) -> str:
+    """The denial of a consumer outside the allowlist: the option that extends it, the consumers
+    served, and the consumer asked for (JSON-quoted, at most 64 characters of it)."""
+    if isinstance(consumer, str):
+        shown = json.dumps(consumer[:64]) + ("..." if len(consumer) > 64 else "")
+    else:
+        shown = "given"
+    served = ", ".join(sorted(state.consumers))
+    return (
+        f"this backend does not serve the consumer {shown} (it serves {served}); "
+        "start the executor with --consumer NAME to serve another (the names given replace "
+        "the default list)"
+    )
+
+
 def _check_body(state: ExecutorState, tool: Tool, body: Mapping[str, Any]) -> None:
     declared = body.get("tool")
     expected = {"id": tool.id, "version": tool.version, "contractDigest": state.digest(tool)}
@@ -276,8 +291,9 @@ def _check_body(state: ExecutorState, tool: Tool, body: Mapping[str, Any]) -> No
     coordinates = body.get("coordinates")
     if not isinstance(coordinates, dict) or set(coordinates) != set(COORDINATES):
         raise Refusal(400, "BAD_REQUEST", "`coordinates` must carry the seven coordinates")
-    if coordinates["consumer"] not in state.consumers:
-        raise Refusal(403, "CONSUMER_NOT_ALLOWED", "this backend does not serve the consumer")
+    consumer = coordinates["consumer"]
+    if consumer not in state.consumers:
+        raise Refusal(403, "CONSUMER_NOT_ALLOWED", _consumer_refusal(state, consumer))
     if not tool.validator.is_valid(body.get("arguments")):
         raise Refusal(400, "ARGUMENTS_INVALID", "the arguments break the tool's schema")
 
@@ -463,13 +479,62 @@ async def serve(app: web.Application, host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="synthetic executor for the reference tools")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8790)
-    parser.add_argument("--token-env", action="extend", nargs="+", default=[], metavar="[TOOL=]VAR")
-    parser.add_argument("--consumer", action="extend", nargs="+", default=[], metavar="ID")
+    defaults = ", ".join(sorted(DEFAULT_CONSUMERS))
+    parser = argparse.ArgumentParser(
+        description=(
+            "Synthetic executor (context-tool-executor.v1) for the reference tools "
+            f"({', '.join(TOKEN_ENV)}): each is served at http://HOST:PORT/TOOL-ID/describe "
+            "and /TOOL-ID/execute, so a binding's endpoint is http://HOST:PORT/TOOL-ID. "
+            "Everything is synthetic and in memory; GET /_stats reports counters."
+        ),
+        epilog=(
+            "Prints 'reference executor listening on http://HOST:PORT' once it accepts "
+            "requests; stops on SIGINT or SIGTERM. Exit code 2 for a bad option or port."
+        ),
+    )
     parser.add_argument(
-        "--knob", action="extend", nargs="+", default=[], metavar="TOOL:NAME[=VALUE]"
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: %(default)s); a host that is not loopback "
+        "requires a token for every tool",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8790,
+        help="port to listen on, 0 for a free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--token-env",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="[TOOL=]VAR",
+        help="read TOOL's bearer token from the environment variable VAR instead of its "
+        f"default ({', '.join(f'{t}: {v}' for t, v in TOKEN_ENV.items())}; a bare VAR "
+        "must be one of these); a tool whose variable is unset needs no token, one set but "
+        "empty is an error",
+    )
+    parser.add_argument(
+        "--consumer",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="ID",
+        help=f"serve only these consumers (default: {defaults}); given, the list replaces "
+        "the default one; a call whose coordinates name any other consumer (the one the "
+        "application resolved its context with, '' when it named none) is refused: "
+        "403 ok: false CONSUMER_NOT_ALLOWED, which the runtime reports as a FAILED receipt "
+        "with executorError CONSUMER_NOT_ALLOWED",
+    )
+    parser.add_argument(
+        "--knob",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="TOOL:NAME[=VALUE]",
+        help="test-only misbehaviour of TOOL (* for every tool): "
+        f"{', '.join(_KNOB_TYPES)} (see Knobs in the source); off by default",
     )
     args = parser.parse_args(argv)
     try:

@@ -8,6 +8,7 @@ names; no secret value appears in a message, a repr or an exception (docs/runtim
 
 from __future__ import annotations
 
+import difflib
 import hmac
 import ipaddress
 import os
@@ -173,6 +174,10 @@ def _utf8(text: str) -> bytes:
 
 def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(_utf8(a), _utf8(b))
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(f"`{i}`" for i in ids[:8]) or "no tool"
 
 
 def _show(text: str) -> str:
@@ -432,7 +437,10 @@ def _tool_binding(
     pointer, before = join("/tools", tool_id), len(check.problems)
     tool = project.tool(tool_id)
     if tool is None:
-        check.error("UNKNOWN_TOOL", pointer, f"tool {_show(tool_id)} is not declared")
+        ids = sorted(t.id for t in project.tools)
+        near = difflib.get_close_matches(tool_id, ids, n=1, cutoff=0.6)
+        hint = f"; did you mean `{near[0]}`?" if near else f"; the build declares {_ids(ids)}"
+        check.error("UNKNOWN_TOOL", pointer, f"tool {_show(tool_id)} is not declared{hint}")
     optional = ("secretRef", "timeoutMs", "maxBytes", "caFile")
     item = check.object(value, pointer, ("endpoint",), optional)
     if item is None:

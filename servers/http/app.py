@@ -101,21 +101,7 @@ async def health(_request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    runtime = request.app[RUNTIME]
-    tools = {}
-    for tool in runtime.ir.tools:
-        if tool.id in runtime.bindings.tools:
-            seen = await runtime.observe(tool.id)
-            ok = (seen.get("state"), seen.get("version"), seen.get("contractDigest")) == (
-                "READY",
-                tool.version,
-                tool.contract_digest,
-            )
-            tools[tool.id] = (
-                "READY"
-                if ok
-                else ("INCOMPATIBLE" if seen.get("state") == "READY" else "UNAVAILABLE")
-            )
+    tools = await request.app[RUNTIME].readiness()
     status = 200 if all(v == "READY" for v in tools.values()) else 503
     return json_response({"ready": status == 200, "tools": tools}, status=status)
 

@@ -59,7 +59,16 @@ class Approvals:
             self, event: str, ref: str | None, coords: Mapping[str, Any], **kw: Any
         ) -> Admitted: ...
 
+    def _by_id(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The request with its ``tool`` as the tool id: an approver may name the tool by the
+        function name the model saw, as an application may when it executes."""
+        tool = request["tool"]
+        if tool in self.ir.tool_by_id:
+            return request
+        return {**request, "tool": self.ir.tool_id_by_name.get(tool, tool)}
+
     async def approve(self, request: Mapping[str, Any], approver: str) -> dict[str, Any]:
+        request = self._by_id(request)
         async with self._deciding:  # one approve or reject at a time: neither overtakes
             row, fp, now = self._decidable(request)
             tool, call_id = request["tool"], request["callId"]
@@ -131,6 +140,7 @@ class Approvals:
         arguments): it is no longer held nor approvable. The reason is never kept. 409
         ``CALL_REJECTED`` when it was rejected already, ``CALL_DECIDED`` when it has an
         unexpired approval or has been dispatched."""
+        request = self._by_id(request)
         async with self._deciding:
             row, fp, now = self._decidable(request)
             tool, call_id = request["tool"], request["callId"]

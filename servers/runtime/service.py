@@ -71,6 +71,21 @@ class Runtime(Approvals):
         """The tool's availability now; concurrent refreshes of one tool share one request."""
         return await self._observer.observe(tool_id)
 
+    async def readiness(self) -> dict[str, str]:
+        """Each bound tool's state: ``READY`` when its executor describes exactly the declared
+        contract, ``INCOMPATIBLE`` when it describes another, ``UNAVAILABLE`` otherwise."""
+        states = {}
+        for tool in self.ir.tools:
+            if tool.id in self.bindings.tools:
+                seen = await self.observe(tool.id)
+                exact = (seen.get("state"), seen.get("version"), seen.get("contractDigest"))
+                if exact == ("READY", tool.version, tool.contract_digest):
+                    states[tool.id] = "READY"
+                else:
+                    ready = seen.get("state") == "READY"
+                    states[tool.id] = "INCOMPATIBLE" if ready else "UNAVAILABLE"
+        return states
+
     # ------------------------------------------------------------------ logging
 
     async def _log(

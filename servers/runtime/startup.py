@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import keyring
 
 from compiler.build import Build, load_build
+from compiler.diagnostics import CompileError
 from servers.config.files import (
     Bindings,
+    ConfigError,
     Credentials,
     approval_token,
     load_bindings,
@@ -69,11 +72,10 @@ def prepare(
     clock: Clock = wall_clock,
     keyring_get: Callable[[str, str], str | None] = keyring.get_password,
 ) -> Prepared:
-    build: Build = load_build(build_dir)
-    credentials: Credentials = load_credentials(credentials_path, env, keyring_get=keyring_get)
-    bindings: Bindings = load_bindings(bindings_path, build.project, env, keyring_get)
-    token = approval_token(env, credentials, required=build.project.has_tools)
-    data = _own(Path(data_dir))
+    build, credentials, bindings, token = _configuration(
+        build_dir, bindings_path, credentials_path, env, keyring_get
+    )
+    data = _own(Path(data_dir))  # only once every file is accepted: a refusal creates nothing
     try:
         opened = open_data(data, trace_key=bindings.trace_key, now_ms=clock())
         data.on_close(opened.log.close)  # closed last, after the store's final writes
@@ -94,6 +96,56 @@ def prepare(
         require_turn=require_turn,
         clock=clock,
     )
+
+
+class StartRefused(Exception):
+    """Every problem of the runtime's files, found together (``errors``: each a
+    :class:`~compiler.diagnostics.CompileError` or a :class:`~servers.config.files.ConfigError`,
+    in the order build, credentials, bindings, approval token)."""
+
+    def __init__(self, errors: list[Exception]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+def _configuration(
+    build_dir: str | Path,
+    bindings_path: str | Path,
+    credentials_path: str | Path,
+    env: Mapping[str, str],
+    keyring_get: Callable[[str, str], str | None],
+) -> tuple[Build, Credentials, Bindings, str | None]:
+    """The build, credentials, bindings and approval token, or :class:`StartRefused` with the
+    problems of all of them (the bindings are checked against the build, so a build that does
+    not load leaves them unchecked)."""
+    errors: list[Exception] = []
+    build = _attempt(errors, lambda: load_build(build_dir))
+    credentials = _attempt(
+        errors, lambda: load_credentials(credentials_path, env, keyring_get=keyring_get)
+    )
+    bindings = token = None
+    if build is not None:
+        bindings = _attempt(
+            errors, lambda: load_bindings(bindings_path, build.project, env, keyring_get)
+        )
+        if credentials is not None:
+            required = build.project.has_tools
+            token = _attempt(errors, lambda: approval_token(env, credentials, required=required))
+    if errors:
+        raise StartRefused(errors)
+    assert build is not None and credentials is not None and bindings is not None
+    return build, credentials, bindings, token
+
+
+T = TypeVar("T")
+
+
+def _attempt(errors: list[Exception], load: Callable[[], T]) -> T | None:
+    try:
+        return load()
+    except (CompileError, ConfigError) as exc:
+        errors.append(exc)
+        return None
 
 
 def _own(path: Path) -> DataDir:
