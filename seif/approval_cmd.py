@@ -22,8 +22,12 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--runtime", required=True, metavar="URL", help="the runtime's base URL")
     parser.add_argument("--approvers", required=True, metavar="FILE", help="approvers.json")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="port to listen on (default: %(default)s)"
+    )
     parser.set_defaults(run=cmd_approval_server)
 
 

@@ -56,7 +56,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             }
         )
         return exit_code_for(result)
-    print_diagnostics(args.project, result.diagnostics, result.source)
+    print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)
     if result.project is None:
         count = len(result.diagnostics)
         say(f"{args.project}: invalid, {count} error{'s' if count != 1 else ''}")
@@ -124,7 +124,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({"ok": False, "diagnostics": [d.to_json() for d in result.diagnostics]})
         else:
-            print_diagnostics(args.project, result.diagnostics, result.source)
+            print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)
         return exit_code_for(result)
     report = run_tests(result.project)
     if args.json:

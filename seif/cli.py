@@ -56,12 +56,28 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     build.set_defaults(run=cmd_build)
     serve = sub.add_parser("serve", help="run the runtime server")
-    serve.add_argument("--build", required=True, metavar="BUILD_DIR")
-    serve.add_argument("--bindings", required=True, metavar="FILE")
-    serve.add_argument("--credentials", required=True, metavar="FILE")
-    serve.add_argument("--data", required=True, metavar="DATA_DIR")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument("--build", required=True, metavar="BUILD_DIR", help="the build to serve")
+    serve.add_argument(
+        "--bindings",
+        required=True,
+        metavar="FILE",
+        help="each tool's executor (docs/runtime-config.md)",
+    )
+    serve.add_argument(
+        "--credentials", required=True, metavar="FILE", help="the applications' credentials"
+    )
+    serve.add_argument(
+        "--data", required=True, metavar="DATA_DIR", help="the data directory (created, mode 0700)"
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=8787,
+        help="port to listen on, 0 for a free one (default: %(default)s)",
+    )
     serve.add_argument(
         "--require-turn",
         action="store_true",

@@ -42,10 +42,22 @@ def main() -> int:
     print(f"       written to {OUT.relative_to(ROOT)}")
     for tool in ir.tools:
         print(f"tool:  {tool.id} {tool.version} {tool.contract_digest}")
+    print(
+        "\nA profile says which context messages and tools an objective may receive; a\n"
+        "disclosure is what it receives now, under its token budget and the tools' availability;\n"
+        "an approval is a person's yes to one exact call (context, tool, call id, arguments)."
+    )
     show_decisions(ir)
     from seif.demo_runtime import run  # noqa: PLC0415  # the server stack loads only here
 
-    return run(OUT)
+    code = run(OUT)
+    print(
+        "\nNext: `make run` proves a whole delivery (bundle, approval server, SDK, replay);\n"
+        "docs/runtime.md drives the runtime with curl; docs/language.md writes this project\n"
+        "in the .seif language (`seif convert reference/agent-tools/context-project.json "
+        "--to seif`)."
+    )
+    return code
 
 
 def show_decisions(ir: Project) -> None:
@@ -83,10 +95,8 @@ def show_decisions(ir: Project) -> None:
 
 def show(decision: Decision, note: str = "") -> None:
     why = decision.explanation.to_json() if decision.explanation else None
-    print(
-        f"  propose-change{' (' + note + ')' if note else ''} -> {decision.outcome} "
-        f"{decision.reason or ''}"
-    )
+    reason = f" ({decision.reason})" if decision.reason else ""
+    print(f"  propose-change{' (' + note + ')' if note else ''} -> {decision.outcome}{reason}")
     print(f"    why: {dumps(why)}")
 
 

@@ -18,12 +18,14 @@ from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, say, warn
 
 def add_parsers(sub: Any) -> None:
     convert = sub.add_parser("convert", help="convert a project between JSON and .seif")
-    convert.add_argument("file", metavar="FILE")
-    convert.add_argument("--to", required=True, choices=("json", "seif"))
+    convert.add_argument("file", metavar="FILE", help="a project, `.json` or `.seif`")
+    convert.add_argument(
+        "--to", required=True, choices=("json", "seif"), help="the front end to write"
+    )
     convert.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     convert.set_defaults(run=cmd_convert)
     fmt = sub.add_parser("fmt", help="format a .seif file in place")
-    fmt.add_argument("file", metavar="FILE")
+    fmt.add_argument("file", metavar="FILE", help="a `.seif` project, formatted in place")
     fmt.add_argument("--check", action="store_true", help="exit 1 if it would change")
     fmt.set_defaults(run=cmd_fmt)
 

@@ -34,16 +34,18 @@ def add_release_commands(sub: Any, parser_class: type[argparse.ArgumentParser]) 
 
 def _register(sub: Any) -> None:
     register = sub.add_parser("register", help="verify, test and store a build in a registry")
-    register.add_argument("--build", required=True, metavar="DIR")
-    register.add_argument("--registry", required=True, metavar="REG")
+    register.add_argument("--build", required=True, metavar="DIR", help="the build to register")
+    register.add_argument("--registry", required=True, metavar="REG", help="the registry directory")
     register.add_argument("--json", action="store_true", help="print one JSON document")
     register.set_defaults(run=lazy("seif.release", "cmd_register"))
 
 
 def _promote(sub: Any) -> None:
     promote = sub.add_parser("promote", help="promote a registered build that keeps its baseline")
-    promote.add_argument("--registry", required=True, metavar="REG")
-    promote.add_argument("--candidate", required=True, metavar="DIGEST")
+    promote.add_argument("--registry", required=True, metavar="REG", help="the registry directory")
+    promote.add_argument(
+        "--candidate", required=True, metavar="DIGEST", help="the registered build to promote"
+    )
     promote.add_argument(
         "--baseline", metavar="DIGEST", help="default: the currently promoted build"
     )
@@ -62,15 +64,17 @@ def _registry(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         ("history", "the promotion history, oldest first", "cmd_registry_history"),
     ):
         command = inner.add_parser(name, help=help_text)
-        command.add_argument("--registry", required=True, metavar="REG")
+        command.add_argument("--registry", required=True, metavar="REG", help="the registry")
         command.add_argument("--json", action="store_true", help="print one JSON document")
         command.set_defaults(run=lazy("seif.release", function))
 
 
 def _bundle(sub: Any) -> None:
     bundle = sub.add_parser("bundle", help="write a self-contained Runtime bundle of a build")
-    bundle.add_argument("--build", required=True, metavar="DIR")
-    bundle.add_argument("--out", required=True, metavar="DIR")
+    bundle.add_argument("--build", required=True, metavar="DIR", help="the build to bundle")
+    bundle.add_argument(
+        "--out", required=True, metavar="DIR", help="the bundle directory (new or empty)"
+    )
     bundle.add_argument(
         "--source", metavar="DIR", help="the project source to build seif's wheel from"
     )
@@ -83,7 +87,7 @@ def _bindings(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         dest="bindings_command", required=True, parser_class=parser_class
     )
     template = inner.add_parser("template", help="a bindings file to fill in, one entry per tool")
-    template.add_argument("--build", required=True, metavar="DIR")
+    template.add_argument("--build", required=True, metavar="DIR", help="the build to bind")
     template.add_argument(
         "--out", metavar="FILE", help="write FILE and contracts.json beside it (default: stdout)"
     )

@@ -25,7 +25,7 @@ def add_parsers(sub: Any) -> None:
     actions = trace.add_subparsers(dest="trace_command", required=True, parser_class=type(trace))
     exporting = actions.add_parser("export", help="export the decision log (works while serving)")
     exporting.add_argument("--data", required=True, metavar="DIR", help="the data directory")
-    exporting.add_argument("--out", required=True, metavar="FILE")
+    exporting.add_argument("--out", required=True, metavar="FILE", help="the file to write")
     exporting.add_argument(
         "--format",
         choices=FORMATS,
@@ -36,7 +36,9 @@ def add_parsers(sub: Any) -> None:
     replaying = sub.add_parser(
         "replay", help="re-evaluate the log's disclosures offline (and a candidate's what-if)"
     )
-    replaying.add_argument("--build", required=True, metavar="DIR")
+    replaying.add_argument(
+        "--build", required=True, metavar="DIR", help="the build whose disclosures to replay"
+    )
     replaying.add_argument("--log", required=True, metavar="FILE", help="a cbor or jsonl log")
     replaying.add_argument("--candidate", metavar="DIR", help="a candidate build: the what-if")
     replaying.add_argument("--json", action="store_true", help="print one JSON document")

@@ -51,15 +51,15 @@ def test_validate_invalid_prints_pointer_lines(
     doc["tools"][2]["approval"] = "none"
     doc["profiles"][0]["toolRules"][2]["required"] = True
     path = write(tmp_path, doc)
-    code, out, _ = run(capsys, "validate", "--project", path)
+    code, out, err = run(capsys, "validate", "--project", path)
     assert code == 1
-    lines = out.splitlines()
+    lines = err.splitlines()  # diagnostics on stderr, the verdict on stdout
     assert lines[0] == (
         f"{path}:/profiles/0/toolRules/2/required: EXCLUDED_TOOL_REQUIRED: an "
         "excluded tool cannot be required; remove `required` or include the tool"
     )
     assert lines[1].startswith(f"{path}:/tools/2/approval: WRITE_WITHOUT_APPROVAL: ")
-    assert lines[-1] == f"{path}: invalid, 2 errors"
+    assert out.splitlines() == [f"{path}: invalid, 2 errors"]
 
 
 def test_validate_json_syntax_error_has_line_and_column(
@@ -80,9 +80,9 @@ def test_validate_json_syntax_error_has_line_and_column(
 
 
 def test_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "validate", "--project", str(tmp_path / "missing.json"))
+    code, out, err = run(capsys, "validate", "--project", str(tmp_path / "missing.json"))
     assert code == 2
-    assert "FILE_UNREADABLE" in out
+    assert "FILE_UNREADABLE" in err and "FILE_UNREADABLE" not in out
 
 
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,8 +202,27 @@ def test_one_misspelled_section_is_one_problem_not_twenty(
 ) -> None:
     doc = json.loads(REFERENCE.read_text())
     doc["proflies"] = doc.pop("profiles")
-    code, out, _ = run(capsys, "validate", write(tmp_path, doc))
-    lines = out.splitlines()
-    assert code == 1 and lines[-1].endswith("invalid, 2 errors")
+    code, out, err = run(capsys, "validate", write(tmp_path, doc))
+    lines = err.splitlines()
+    assert code == 1 and out.splitlines()[-1].endswith("invalid, 2 errors")
     assert "MISSING_KEY: missing key `profiles`" in lines[0]
     assert "UNKNOWN_KEY: unknown key `proflies`; did you mean `profiles`?" in lines[1]
+
+
+def test_every_option_of_every_command_says_what_it_is() -> None:
+    import argparse
+
+    from seif.cli import build_parser
+
+    bare: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: list[str]) -> None:
+        for action in parser._actions:  # argparse keeps no public list
+            if isinstance(action, argparse._SubParsersAction):  # idem
+                for name, sub in action.choices.items():
+                    walk(sub, [*path, name])
+            elif not action.help and action.dest != "help":
+                bare.append(f"seif {' '.join(path)} {action.option_strings or action.dest}")
+
+    walk(build_parser(), [])
+    assert bare == []

@@ -92,7 +92,7 @@ def test_cli_prints_location_source_line_and_caret(stem: str) -> None:
         timeout=60,
     )
     assert run.returncode != 0, run.stdout
-    printed = run.stdout.splitlines()
+    printed = run.stderr.splitlines()  # diagnostics on stderr, the verdict on stdout
     head = f"{relative}:{line}:{column}: {want['code']}: "
     assert printed[0].startswith(head), run.stdout
     assert want["message_contains"] in printed[0]
@@ -101,4 +101,4 @@ def test_cli_prints_location_source_line_and_caret(stem: str) -> None:
     caret = printed[2]
     assert caret.strip() == "^", caret
     assert caret.index("^") == 4 + column - 1, (caret, column)
-    assert printed[-1].startswith(f"{relative}: invalid, "), run.stdout
+    assert run.stdout.startswith(f"{relative}: invalid, "), run.stdout

@@ -5,6 +5,7 @@ each tool's readiness."""
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -60,3 +61,37 @@ def test_a_started_runtime_says_what_it_serves_and_whether_it_is_ready(tmp_path:
         assert f"seif runtime: tool {tool} READY" in text
     assert "seif runtime: ready (GET /v1/ready)" in text
     assert ENV["SEIF_APP_TOKEN"] not in text
+
+
+def test_the_executor_reads_the_secret_names_the_bindings_template_writes(tmp_path: Path) -> None:
+    """A newcomer filled in `seif bindings template` (CONTEXT_TOOL_INSPECT_CONTEXT_TOKEN) and
+    the executor read only its short default names: a tool then needed no token at all."""
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    from runtime_harness import EXECUTOR_SCRIPT, HOST, _read_url, _spawn
+
+    from seif.bindings import secret_env
+
+    env = {secret_env("inspect-context"): "template-named-secret-1a2b"}
+    args = [sys.executable, str(EXECUTOR_SCRIPT), "--host", HOST, "--port", "0"]
+    proc = _spawn(args, env, tmp_path / "executor.err")
+    try:
+        url = _read_url(proc, "reference executor listening on ", time.monotonic() + 30)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+        def describe(token: str | None) -> int:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            request = urllib.request.Request(f"{url}/inspect-context/describe", headers=headers)
+            try:
+                with opener.open(request, timeout=10) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as e:
+                return int(e.code)
+
+        assert describe(None) == 401
+        assert describe("template-named-secret-1a2b") == 200
+    finally:
+        stop(proc)
+        assert isinstance(proc, subprocess.Popen)

@@ -419,11 +419,18 @@ def tokens_from_env(token_env: list[str]) -> dict[str, str | None]:
         names[tool] = var
     tokens: dict[str, str | None] = {}
     for tool, var in names.items():
-        value = os.environ.get(var)
+        derived = template_env(tool)  # the name `seif bindings template` writes
+        value = os.environ.get(var, os.environ.get(derived) if var == TOKEN_ENV[tool] else None)
         if value == "":
             raise ValueError(f"{var} is set but empty")
         tokens[tool] = value
     return tokens
+
+
+def template_env(tool: str) -> str:
+    """``CONTEXT_TOOL_<TOOL ID>_TOKEN``, as `seif bindings template` names a tool's secret: read
+    when the short default name (``CONTEXT_TOOL_INSPECT_TOKEN``) is not set."""
+    return "CONTEXT_TOOL_" + tool.upper().replace("-", "_").replace(".", "_") + "_TOKEN"
 
 
 _KNOB_TYPES = {f.name: f.default for f in dataclasses.fields(Knobs)}
@@ -512,8 +519,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="[TOOL=]VAR",
         help="read TOOL's bearer token from the environment variable VAR instead of its "
         f"default ({', '.join(f'{t}: {v}' for t, v in TOKEN_ENV.items())}; a bare VAR "
-        "must be one of these); a tool whose variable is unset needs no token, one set but "
-        "empty is an error",
+        "must be one of these; when a default is unset, the name `seif bindings template` "
+        "writes, CONTEXT_TOOL_<TOOL ID>_TOKEN, is read instead); a tool whose variable is "
+        "unset needs no token, one set but empty is an error",
     )
     parser.add_argument(
         "--consumer",
