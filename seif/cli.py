@@ -111,7 +111,34 @@ def build_parser() -> argparse.ArgumentParser:
     add_language_parsers(sub)  # `seif convert`, `seif fmt`
     add_replay_parsers(sub)  # `seif trace export`, `seif replay`
     add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
+    _with_examples(sub)
     return parser
+
+
+EXAMPLES = {
+    "serve": "seif serve --build out/build --bindings bindings.json --credentials "
+    "credentials.json --data /var/lib/seif",
+    "approval-server": "seif approval-server --runtime http://127.0.0.1:8787 --approvers "
+    "approvers.json",
+    "prove": "seif prove --output evidence/context-tools-delivery.json --keep",
+    "convert": "seif convert reference/agent-tools/context-project.json --to seif --out p.seif",
+    "fmt": "seif fmt p.seif --check",
+    "trace": "seif trace export --data /var/lib/seif --out decisions.jsonl",
+    "replay": "seif replay --build out/build --log decisions.cbor --candidate out/candidate",
+    "register": "seif register --build out/build --registry /srv/seif-registry",
+    "promote": "seif promote --registry /srv/seif-registry --candidate blake3:<digest>",
+    "registry": "seif registry list --registry /srv/seif-registry",
+    "bundle": "seif bundle --build out/build --out /tmp/delivery/bundle",
+    "bindings": "seif bindings template --build out/build --out bindings.template.json",
+}
+"""The example each sub-command's help ends with (validate, test and build set their own)."""
+
+
+def _with_examples(sub: Any) -> None:
+    for name, example in EXAMPLES.items():
+        command = sub.choices[name]
+        command.epilog = f"example:\n  {example}"
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def _command(sub: Any, name: str, summary: str, example: str) -> argparse.ArgumentParser:

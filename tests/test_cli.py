@@ -187,7 +187,8 @@ def test_python_dash_m_seif_and_every_command_s_help_shows_an_example() -> None:
         check=False,
     )
     assert done.returncode == 0 and "example:\n  seif validate" in done.stdout
-    for command in ("test", "build"):
+    commands = ("test", "build", "serve", "approval-server", "prove", "convert", "fmt")
+    for command in (*commands, "trace", "replay", "register", "promote", "bundle", "bindings"):
         helped = subprocess.run(
             [sys.executable, "-m", "seif", command, "--help"],
             capture_output=True,
