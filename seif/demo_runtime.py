@@ -30,6 +30,22 @@ TOOL_ENV = {
     "search-knowledge": "CONTEXT_TOOL_SEARCH_TOKEN",
     "propose-change": "CONTEXT_TOOL_PROPOSE_TOKEN",
 }
+"""The synthetic executor's default token variable of each reference tool (the demo's and the
+proof's)."""
+
+
+def loopback_bindings(executor_url: str, environment: str) -> dict[str, Any]:
+    """Every reference tool bound to the synthetic executor at ``executor_url``."""
+    return {
+        "environment": environment,
+        "revision": 1,
+        "tools": {
+            tool: {"endpoint": f"{executor_url}/{tool}", "secretRef": f"env:{var}"}
+            for tool, var in TOOL_ENV.items()
+        },
+    }
+
+
 WRITE = {
     "target": "course/data-literacy/module-2/lesson-3",
     "kind": "clarify",
@@ -58,14 +74,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def _files(work: Path, executor_url: str) -> None:
-    bindings = {
-        "environment": "demo",
-        "revision": 1,
-        "tools": {
-            tool: {"endpoint": f"{executor_url}/{tool}", "secretRef": f"env:{var}"}
-            for tool, var in TOOL_ENV.items()
-        },
-    }
+    bindings = loopback_bindings(executor_url, "demo")
     credentials = {
         "credentials": [
             {

@@ -17,6 +17,7 @@ import blake3
 
 from policy.canonical import canonical_json_bytes
 from policy.strictjson import dumps, loads
+from seif.demo_runtime import TOOL_ENV, loopback_bindings
 from seif.proof_processes import (
     Ran,
     Server,
@@ -30,11 +31,6 @@ from seif.proof_processes import (
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reference" / "agent-tools" / "context-project.json"
 EXECUTOR = ROOT / "examples" / "reference-tools" / "executor.py"
-TOOL_ENV = {
-    "inspect-context": "CONTEXT_TOOL_INSPECT_TOKEN",
-    "search-knowledge": "CONTEXT_TOOL_SEARCH_TOKEN",
-    "propose-change": "CONTEXT_TOOL_PROPOSE_TOKEN",
-}
 APP, APPROVER = "proof-app", "ops-proof"
 APPROVAL_TOKEN = "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN"
 LESSON = "course/data-literacy/module-2/lesson-3"
@@ -155,15 +151,7 @@ def executor(d: Delivery) -> dict[str, Any]:
 
 
 def _configuration(d: Delivery) -> None:
-    url = d.servers["executor"].url
-    bindings = {
-        "environment": "proof",
-        "revision": 1,
-        "tools": {
-            tool: {"endpoint": f"{url}/{tool}", "secretRef": f"env:{var}"}
-            for tool, var in TOOL_ENV.items()
-        },
-    }
+    bindings = loopback_bindings(d.servers["executor"].url, "proof")
     scopes = ["context.resolve", "tools.execute", "traces.read"]
     credentials = {"credentials": [{"id": APP, "tokenRef": "env:SEIF_APP_TOKEN", "scopes": scopes}]}
     approvers = {"approvers": [{"id": APPROVER, "tokenRef": "env:SEIF_APPROVER_PROOF"}]}

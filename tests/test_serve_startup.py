@@ -66,7 +66,6 @@ def test_a_started_runtime_says_what_it_serves_and_whether_it_is_ready(tmp_path:
 def test_the_executor_reads_the_secret_names_the_bindings_template_writes(tmp_path: Path) -> None:
     """A newcomer filled in `seif bindings template` (CONTEXT_TOOL_INSPECT_CONTEXT_TOKEN) and
     the executor read only its short default names: a tool then needed no token at all."""
-    import subprocess
     import urllib.error
     import urllib.request
 
@@ -94,4 +93,3 @@ def test_the_executor_reads_the_secret_names_the_bindings_template_writes(tmp_pa
         assert describe("template-named-secret-1a2b") == 200
     finally:
         stop(proc)
-        assert isinstance(proc, subprocess.Popen)

@@ -254,9 +254,10 @@ class RuntimeClient:
         approval_id: str | None = None,
         turn_id: str | None = None,
     ) -> Receipt:
-        """``POST /v1/context/tools/execute``, once. ``tool`` is the tool id, or its function
-        name when this client resolved ``context_ref`` (the runtime itself takes ids only, for
-        now). A receipt always, but for a request the runtime refused before dispatch."""
+        """``POST /v1/context/tools/execute``, once. ``tool`` is the tool id or its function
+        name (the runtime takes either; a name of a context this client resolved is sent as
+        its id, so that a receipt the SDK makes itself, when no answer came, names the id too).
+        A receipt always, but for a request the runtime refused before dispatch."""
         tool = self._tool_id(context_ref, tool)
         body: dict[str, Any] = {
             "contextRef": context_ref,

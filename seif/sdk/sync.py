@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 from policy.jsonvalue import FrozenMap
 from seif.sdk import turns
 from seif.sdk.client import Clock, RuntimeClient, Sleep
-from seif.sdk.errors import ToolBuildRefused
 from seif.sdk.types import (
     ApprovalStatus,
     Context,
@@ -183,17 +182,16 @@ class SyncRuntimeClient:
         trace_id: str | None = None,
         turn_id: str | None = None,
     ) -> tuple[Message, ...]:
-        context = self.resolve(
-            objective,
-            consumer=consumer,
-            environment=environment,
-            deployment=deployment,
-            trace_id=trace_id,
-            turn_id=turn_id,
+        return self._run(
+            self._async.resolve_context(
+                objective,
+                consumer=consumer,
+                environment=environment,
+                deployment=deployment,
+                trace_id=trace_id,
+                turn_id=turn_id,
+            )
         )
-        if context.tools:
-            raise ToolBuildRefused(context.context_ref, context.tool_names)
-        return context.messages
 
     def execute(
         self,
