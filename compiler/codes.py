@@ -100,7 +100,28 @@ _CODES = {
     "BUILD_MANIFEST_MISMATCH": "the manifest says something `build.cbor` does not",
     "BUILD_INVALID": "`build.cbor` does not decode to a build of a known format",
     "RUNTIME_UNSUPPORTED": "the build requires a runtime contract this version does not have",
-    "TESTS_FAILED": "the project's tests fail, so no build is written",
+    "TESTS_FAILED": "the project's tests fail, so no build is written (or a guard `seif tool "
+    "protect` derived fails, so nothing is written)",
+    # guided tool setup (docs/authoring.md)
+    "TOOL_EXISTS": "`seif tool new --id` names a tool the project already has",
+    "TEMPLATE_UNKNOWN": "a tool template other than record-lookup, knowledge-search, "
+    "ticket-creation, custom",
+    "FIELD_INVALID": "a `--field` that is not `name:type[:required]`, or names an argument twice",
+    "FIELD_TYPE_UNKNOWN": "a `--field` type that is not string, integer, number, boolean or a "
+    "list of one (`string[]`)",
+    "ARGUMENTS_TWICE": "a new tool given both `--field` and `--schema`",
+    "ARGUMENTS_NOT_JSON": "`seif tool check-call --arguments` is not JSON",
+    "FILE_CHANGED": "the project file changed between reading and writing: nothing was written",
+    "FILE_UNWRITABLE": "the project file cannot be written (permissions, a read-only disk)",
+    "STARTER_LANG_UNKNOWN": "`seif starter --lang` other than python or node",
+    "OUT_REFUSED": "an output directory that exists and is not empty: nothing is overwritten",
+    "ENVIRONMENT_INVALID": "an environment name that is not an id (`^[a-z][a-z0-9-]{0,63}$`)",
+    "BINDINGS_UNREADABLE": "a bindings file that cannot be read",
+    "BINDINGS_INVALID": "a bindings file that is not one (its shape is checked)",
+    "BINDINGS_ENVIRONMENT_MISMATCH": "`seif release --bindings` names another environment's file",
+    "BINDINGS_PATH_REFUSED": "a bindings path that is the project file or `contracts.json`",
+    "BINDINGS_WRITE_FAILED": "the bindings file could not be written (the build is registered)",
+    "BINDINGS_CHANGED": "the bindings file changed while the release ran: it was not overwritten",
 }
 
 CODES = MappingProxyType(_CODES)

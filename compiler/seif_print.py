@@ -530,3 +530,11 @@ def format_seif(text: str) -> str:
     from compiler.seif_fmt import format_seif as fmt  # noqa: PLC0415  # fmt needs the parser
 
     return fmt(text)
+
+
+def element_lines(section: str, item: Any) -> Lines:
+    """The printed lines of one element: of ``objectives``, ``profiles``, ``tools`` or ``tests``,
+    or one rule of a profile's ``toolRules`` (at depth 1), for splicing into a file."""
+    if section == "toolRules":
+        return _rule(item, "")
+    return PRINTERS[section](item, "")

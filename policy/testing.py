@@ -10,11 +10,11 @@ project that declares tools and with the context of a tool-free one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from policy.decision import ALLOW, decide
+from policy.decision import ALLOW, Decision, decide
 from policy.disclosure import Disclosure, disclose
 from policy.ir import Fixture, Project, ProjectTest, TestCall
 from policy.state import Call, ContextState
@@ -104,12 +104,17 @@ def test_fixtures(ir: Project, test: ProjectTest) -> Mapping[str, Fixture]:
     if test.fixtures is None:
         return ir.tool_fixtures
     if test.fixtures == "current":
-        return {
-            t.id: Fixture(state="READY", version=t.version, contract_digest=t.contract_digest)
-            for t in ir.tools
-        }
+        return current_fixtures(ir)
     assert isinstance(test.fixtures, Mapping)
     return test.fixtures
+
+
+def current_fixtures(ir: Project) -> dict[str, Fixture]:
+    """Every declared tool READY with its declared version and contract digest."""
+    return {
+        t.id: Fixture(state="READY", version=t.version, contract_digest=t.contract_digest)
+        for t in ir.tools
+    }
 
 
 def run_tests(ir: Project) -> TestReport:
@@ -207,11 +212,27 @@ def _membership(
     return out
 
 
-def _calls(
-    ir: Project, d: Disclosure, test: ProjectTest, calls: tuple[TestCall, ...], base: str
-) -> list[Assertion]:
-    state = ContextState.open(f"test:{test.id}", d, SIMULATED_NOW) if d.resolved else None
-    out: list[Assertion] = []
+class SimulatedCall(Protocol):
+    """What :func:`simulate_calls` reads of a call (a test's ``TestCall`` is one)."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def arguments(self) -> Any: ...
+    @property
+    def approved(self) -> bool: ...
+    @property
+    def call_id(self) -> str | None: ...
+
+
+def simulate_calls(
+    ir: Project, d: Disclosure, context_id: str, calls: Sequence[SimulatedCall]
+) -> list[Decision]:
+    """Decide ``calls`` in order against one simulated context of ``d`` opened at time 0: an
+    allowed call counts as dispatched, ``approved`` records an approval of exactly that call
+    just before it. Nothing is dispatched: this is the engine alone."""
+    state = ContextState.open(context_id, d, SIMULATED_NOW) if d.resolved else None
+    out: list[Decision] = []
     for k, spec in enumerate(calls):
         call_id = spec.call_id or f"call-{k + 1}"
         approval_id = None
@@ -231,6 +252,17 @@ def _calls(
         if decision.outcome == ALLOW and state is not None:
             assert decision.fingerprint is not None
             state = state.record_dispatch(call_id, spec.tool, decision.fingerprint)
+        out.append(decision)
+    return out
+
+
+def _calls(
+    ir: Project, d: Disclosure, test: ProjectTest, calls: tuple[TestCall, ...], base: str
+) -> list[Assertion]:
+    decisions = simulate_calls(ir, d, f"test:{test.id}", calls)
+    out: list[Assertion] = []
+    for k, (spec, decision) in enumerate(zip(calls, decisions, strict=True)):
+        call_id = spec.call_id or f"call-{k + 1}"
         passed = decision.outcome == spec.expect and (
             spec.reason is None or decision.reason == spec.reason
         )

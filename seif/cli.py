@@ -17,6 +17,16 @@ from seif.release_cli import add_release_commands
 from seif.replay_cmd import add_parsers as add_replay_parsers
 
 
+def add_authoring_commands(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Guided tool setup (docs/authoring.md): `seif tool ...`, `starter`, `release`, `design`."""
+    from seif import design_cmd, release_cmd, starter_cmd, tool_cmd  # noqa: PLC0415
+
+    tool_cmd.add_parser(sub, parser_class)
+    starter_cmd.add_parser(sub)
+    release_cmd.add_parser(sub)
+    design_cmd.add_parser(sub)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]  # argparse's is NoReturn
         self.print_usage(sys.stderr)
@@ -111,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_language_parsers(sub)  # `seif convert`, `seif fmt`
     add_replay_parsers(sub)  # `seif trace export`, `seif replay`
     add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
+    add_authoring_commands(sub, _Parser)  # tool, starter, release, design
     _with_examples(sub)
     return parser
 

@@ -8,7 +8,6 @@ and the refresh interval taken from the page's URL (``/?refresh=MS``)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -18,13 +17,12 @@ from typing import Any
 
 import pytest
 from approval_harness import ANA_TOKEN, BEN, ThreadedApproval, approval_in_thread
-from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
+from browser_support import launched_browser
+from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 from runtime_harness import PROPOSAL, ROOT, FakeClock
 
 from policy.state import APPROVAL_TTL_MS
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SCREENSHOT = ROOT / "out" / "screenshots" / "approvers-page.png"
 REASON = "checked against lesson 3, wording only 9d4e1b"  # must never reach the runtime's disk
 XSS = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
@@ -35,17 +33,7 @@ BIG = 9007199254740993  # 2**53 + 1: a double rounds it to ...992
 INEXACT = "These arguments contain numbers this browser cannot show exactly"
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        message = f"{CHROMIUM} is missing (apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        yield launched
-        launched.close()
+browser = pytest.fixture(scope="module")(launched_browser)
 
 
 class Pages:

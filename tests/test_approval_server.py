@@ -34,7 +34,8 @@ from runtime_harness import (
 
 from policy.state import APPROVAL_TTL_MS
 from policy.strictjson import loads
-from servers.approval.app import CSP, ApprovalConfig, create_app
+from servers.approval.app import ApprovalConfig, create_app
+from servers.http.pages import CSP
 
 REASON = "matches-the-lesson-5d1f8e"  # a reason that must never reach the disk
 FIELDS = {

@@ -21,21 +21,10 @@ from servers.approval.upstream import Upstream
 from servers.config.files import Credential, Credentials
 from servers.http import wire
 from servers.http.middleware import errors
+from servers.http.pages import no_icon, secured
 from servers.http.wire import json_response
 from servers.runtime.errors import HttpError
 
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "Cross-Origin-Opener-Policy": "same-origin",
-}
 PAGE = {  # path -> (file of servers/approval/page, content type)
     "/": ("index.html", "text/html"),
     "/app.js": ("app.js", "text/javascript"),
@@ -63,14 +52,6 @@ DESK: web.AppKey[Desk] = web.AppKey("desk", Desk)
 APPROVERS: web.AppKey[Credentials] = web.AppKey("approvers", Credentials)
 
 
-@web.middleware
-async def secured(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every answer, errors included, with the page's security headers."""
-    response = await handler(request)
-    response.headers.update(HEADERS)
-    return response
-
-
 def _approver(request: web.Request) -> Credential:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
@@ -82,11 +63,6 @@ def _approver(request: web.Request) -> Credential:
 
 async def health(_request: web.Request) -> web.Response:
     return json_response({"ok": True})
-
-
-async def no_icon(_request: web.Request) -> web.Response:
-    """Browsers ask for ``/favicon.ico``: there is none, and that is not an error."""
-    return web.Response(status=204)
 
 
 async def pending(request: web.Request) -> web.Response:

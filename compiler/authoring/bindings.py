@@ -1,0 +1,132 @@
+"""The bindings file of a build with placeholders to fill in, and what each executor must answer.
+
+The template is a bindings file exactly (``servers/config/files.py``, a closed format), so that
+it loads once its placeholders are replaced: one entry per tool with a placeholder ``https://``
+endpoint, a ``secretRef`` naming the environment variable that will hold that executor's
+credential, the tool's declared ``timeoutMs`` and the default ``maxBytes``. What each executor
+must describe (``GET {endpoint}/describe``: the executor contract, the tool id, version and
+contract digest) is not a bindings field, so it goes into ``contracts.json`` next to the template.
+
+Given the ``previous`` revision of the file, :func:`bindings_template` keeps what a person filled
+in for every tool still in the project (``timeoutMs`` lowered to the tool's declared one when it
+now exceeds it) and the file's ``traceKeyRef``, drops the entries of tools no longer declared, and
+gives new tools placeholders. It lives below the CLI so that the Design workstation
+(``servers/design``) can call it too; ``seif bindings template`` and ``seif release`` use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from compiler.build import Build, write_atomic
+from policy.ir import Project, Tool
+from policy.strictjson import dump_bytes
+
+EXECUTOR_CONTRACT = "context-tool-executor.v1"  # servers.executor.client.CONTRACT, without aiohttp
+PLACEHOLDER_ENVIRONMENT = "production"
+DEFAULT_MAX_BYTES = 65536  # servers.config.files.DEFAULT_MAX_BYTES
+CONTRACTS_FILE = "contracts.json"
+BINDING_KEYS = ("endpoint", "secretRef", "timeoutMs", "maxBytes", "caFile")
+"""Every key of one tool's binding, in the order a template writes them."""
+
+
+def placeholder_endpoint(tool_id: str) -> str:
+    return f"https://executor.example/{tool_id}"
+
+
+def secret_env(tool_id: str) -> str:
+    """``CONTEXT_TOOL_<TOOL_ID_UPPER_UNDERSCORED>_TOKEN``: inside the tool secret allowlist."""
+    return f"CONTEXT_TOOL_{tool_id.upper().replace('-', '_')}_TOKEN"
+
+
+def placeholder_binding(tool: Tool) -> dict[str, Any]:
+    return {
+        "endpoint": placeholder_endpoint(tool.id),
+        "secretRef": f"env:{secret_env(tool.id)}",
+        "timeoutMs": tool.timeout_ms,
+        "maxBytes": DEFAULT_MAX_BYTES,
+    }
+
+
+def kept_binding(tool: Tool, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The binding a person filled in for ``tool``: its keys as written, a ``timeoutMs`` above
+    the tool's declared one lowered to it (the runtime refuses a larger one)."""
+    kept = {key: entry[key] for key in BINDING_KEYS if key in entry}
+    timeout = kept.get("timeoutMs")
+    if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > tool.timeout_ms:
+        kept["timeoutMs"] = tool.timeout_ms
+    return kept
+
+
+def bindings_template(
+    project: Project,
+    environment: str = PLACEHOLDER_ENVIRONMENT,
+    revision: int = 1,
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The bindings document of ``project`` for ``environment`` at ``revision``; ``previous``
+    (a bindings document, already checked to be one) gives the entries to keep."""
+    before: Mapping[str, Any] = (previous or {}).get("tools") or {}
+    document: dict[str, Any] = {"environment": environment, "revision": revision}
+    if previous is not None and "traceKeyRef" in previous:
+        document["traceKeyRef"] = previous["traceKeyRef"]
+    document["tools"] = {
+        tool.id: (
+            kept_binding(tool, before[tool.id]) if tool.id in before else placeholder_binding(tool)
+        )
+        for tool in project.tools
+    }
+    return document
+
+
+def contracts_document(build: Build) -> dict[str, Any]:
+    """What every bound executor must answer on ``GET {endpoint}/describe``, per tool."""
+    return {
+        "build": build.digest,
+        "format": build.format,
+        "requiresRuntime": build.requires_runtime,
+        "project": {"id": build.project.id, "version": build.project.version},
+        "executorContract": EXECUTOR_CONTRACT,
+        "tools": [
+            {
+                "id": tool.id,
+                "name": tool.name,
+                "version": tool.version,
+                "contractDigest": tool.contract_digest,
+                "effect": tool.effect,
+                "approval": tool.approval,
+                "secretEnv": secret_env(tool.id),
+                "describe": {
+                    "contract": EXECUTOR_CONTRACT,
+                    "tool": {
+                        "id": tool.id,
+                        "version": tool.version,
+                        "contractDigest": tool.contract_digest,
+                    },
+                },
+            }
+            for tool in build.project.tools
+        ],
+    }
+
+
+def json_bytes(document: Any) -> bytes:
+    return dump_bytes(document, indent=2) + b"\n"
+
+
+def write_public(path: Path, data: bytes) -> None:
+    """A template and its contracts are meant to be shared: world-readable, written atomically."""
+    write_atomic(path, data, mode=0o644)
+
+
+def write_template(build: Build, out: Path, document: Mapping[str, Any] | None = None) -> Path:
+    """Write ``document`` (default: the build's template) to ``out`` and ``contracts.json``
+    beside it, each atomically; returns the path of the latter."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    template = bindings_template(build.project) if document is None else document
+    write_public(out, json_bytes(template))
+    contracts = out.parent / CONTRACTS_FILE
+    write_public(contracts, json_bytes(contracts_document(build)))
+    return contracts

@@ -1,0 +1,238 @@
+"""``seif tool protect``: the guards that hold a tool's audience in every scenario.
+
+For each objective, a *disclosure guard* ``<tool>-audience-<objective>`` (fixtures ``current``,
+``guard: true``) asserting that the objective's resolution discloses the tool exactly as the
+engine discloses it now: ``include`` where its profile includes it, ``exclude`` and a call
+denied ``TOOL_NOT_DISCLOSED`` elsewhere. And one *compatibility guard* ``<tool>-compatible``:
+under the current contract, the first objective that discloses the tool calls it with small
+valid arguments and the call is allowed (approval-required tools: denied
+``APPROVAL_REQUIRED`` without an approval, allowed with one).
+
+The guards are derived, so protecting is idempotent: a guard already as derived is left alone,
+one that differs (the audience changed) is rewritten and reported, one for an objective that is
+gone is removed. The guards must pass on the new text, or nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from blake3 import blake3
+
+from compiler.authoring import edits
+from compiler.authoring.examples import example_arguments
+from compiler.authoring.source import (
+    AuthoringError,
+    Edit,
+    ProjectSource,
+    checked,
+    refusal,
+    refused,
+    source_from_text,
+)
+from compiler.diagnostics import Diagnostic
+from policy.disclosure import Disclosure, disclose
+from policy.ir import Project, Tool
+from policy.testing import current_fixtures, run_tests
+
+MAX_ID = 64
+
+
+def guard_id(tool_id: str, suffix: str) -> str:
+    """``<tool>-<suffix>``, shortened with a stable hash when longer than an id may be."""
+    full = f"{tool_id}-{suffix}"
+    if len(full) <= MAX_ID:
+        return full
+    tag = blake3(full.encode()).hexdigest()[:8]
+    return f"{full[: MAX_ID - 9].rstrip('-')}-{tag}"
+
+
+def derived_guards(ir: Project, tool: Tool) -> tuple[list[dict[str, Any]], list[str]]:
+    """The guards of ``tool`` (in objective order, the compatibility guard last) and notes."""
+    guards, notes = [], []
+    first: tuple[str, Disclosure] | None = None
+    for objective in ir.objectives:
+        d = disclose(ir, objective.id, current_fixtures(ir))
+        shown = tool.id in d.tool_ids
+        guards.append(_disclosure_guard(tool, objective.id, d, shown))
+        profile = ir.profile_by_id[objective.profile]
+        ruled = any(r.tool == tool.id and r.participation == "include" for r in profile.tool_rules)
+        if ruled and not shown:
+            why = next((o.reason for o in d.omitted if o.id == tool.id), d.reason or d.status)
+            notes.append(
+                f"profile `{profile.id}` includes `{tool.id}` but objective "
+                f"`{objective.id}` does not see it under current fixtures ({why})"
+            )
+        if shown and first is None:
+            first = (objective.id, d)
+    if first is None:
+        notes.append(
+            f"no objective sees `{tool.id}`: no compatibility guard (include it in a "
+            "profile, then protect again)"
+        )
+        return guards, notes
+    compat = _compatibility_guard(tool, first[0])
+    if compat is None:
+        notes.append(
+            f"no simple valid arguments for `{tool.id}`: its compatibility guard "
+            "checks disclosure only"
+        )
+        compat = _guard(guard_id(tool.id, "compatible"), first[0], {"include": [tool.id]})
+    guards.append(compat)
+    return guards, notes
+
+
+def _guard(test_id: str, objective: str, tools: dict[str, Any], blocked: bool = False) -> Any:
+    expect: dict[str, Any] = {"resolution": "BLOCKED"} if blocked else {}
+    expect["tools"] = tools
+    return {
+        "id": test_id,
+        "objective": objective,
+        "guard": True,
+        "fixtures": "current",
+        "expect": expect,
+    }
+
+
+def _disclosure_guard(tool: Tool, objective: str, d: Disclosure, shown: bool) -> Any:
+    test_id = guard_id(tool.id, f"audience-{objective}")
+    if shown:
+        return _guard(test_id, objective, {"include": [tool.id]})
+    denied = {"tool": tool.id, "arguments": {}, "expect": "DENY", "reason": "TOOL_NOT_DISCLOSED"}
+    tools: dict[str, Any] = {"exclude": [tool.id]}
+    if d.resolved:
+        tools["calls"] = [denied]
+    return _guard(test_id, objective, tools, blocked=not d.resolved)
+
+
+def _compatibility_guard(tool: Tool, objective: str) -> Any:
+    arguments = example_arguments(tool.parameters)
+    if arguments is None:
+        return None
+    call: dict[str, Any] = {"tool": tool.id, "arguments": arguments}
+    if tool.approval == "required":
+        calls = [
+            {**call, "expect": "DENY", "reason": "APPROVAL_REQUIRED"},
+            {**call, "approved": True, "expect": "ALLOW"},
+        ]
+    else:
+        calls = [{**call, "expect": "ALLOW"}]
+    return _guard(
+        guard_id(tool.id, "compatible"), objective, {"include": [tool.id], "calls": calls}
+    )
+
+
+def protect_tool(source: ProjectSource, *, tool_id: str) -> Edit:
+    """Write the tool's guards (``details``: ``tool``, ``guards``, ``added``, ``updated``,
+    ``removed``, ``unchanged``); an edit that changes nothing when they are current."""
+    try:
+        ir, tool = _tool(source, tool_id)
+    except AuthoringError as exc:
+        return refused(source, exc)
+    guards, notes = derived_guards(ir, tool)
+    text, report = _apply(source, tool_id, guards)
+    notes = [*_summary(tool_id, report), *notes]
+    edit = checked(
+        source, text, tuple(notes), tool=tool_id, guards=[g["id"] for g in guards], **report
+    )
+    return _guards_pass(edit, {g["id"] for g in guards})
+
+
+def _tool(source: ProjectSource, tool_id: str) -> tuple[Project, Tool]:
+    ir = source.project
+    if ir is None:
+        raise AuthoringError(list(source.result.diagnostics))
+    tool = ir.tool_by_id.get(tool_id)
+    if tool is None:
+        known = ", ".join(t.id for t in ir.tools) or "none"
+        raise refusal(
+            "UNKNOWN_TOOL", f"`{tool_id}` is not a tool of this project (tools: {known})", "/tools"
+        )
+    return ir, tool
+
+
+def _apply(
+    source: ProjectSource, tool_id: str, guards: list[dict[str, Any]]
+) -> tuple[str, dict[str, list[str]]]:
+    report: dict[str, list[str]] = {"added": [], "updated": [], "removed": [], "unchanged": []}
+    current = source
+    wanted = {g["id"]: g for g in guards}
+    for guard in guards:
+        index = _test_index(current.document, guard["id"])
+        if index is None:
+            text = edits.add_element(current, "tests", guard)
+            report["added"].append(guard["id"])
+        elif current.document["tests"][index] == guard:
+            report["unchanged"].append(guard["id"])
+            continue
+        else:
+            text = edits.replace_element(current, "tests", index, guard)
+            report["updated"].append(guard["id"])
+        current = source_from_text(source.path, text)
+    for stale in _stale(current.document, tool_id, wanted):
+        index = _test_index(current.document, stale)
+        assert index is not None
+        current = source_from_text(source.path, edits.remove_element(current, "tests", index))
+        report["removed"].append(stale)
+    return current.text, report
+
+
+def _test_index(document: Mapping[str, Any], test_id: str) -> int | None:
+    tests = document.get("tests")
+    found = [i for i, t in enumerate(tests or []) if isinstance(t, dict) and t.get("id") == test_id]
+    return found[0] if found else None
+
+
+def _stale(document: Mapping[str, Any], tool_id: str, wanted: Mapping[str, Any]) -> list[str]:
+    """Guards this command wrote for ``tool_id`` that it would not write now."""
+    prefixes = (f"{tool_id}-audience-", guard_id(tool_id, "compatible"))
+    return [
+        t["id"]
+        for t in document.get("tests") or []
+        if isinstance(t, dict)
+        and t.get("guard") is True
+        and isinstance(t.get("id"), str)
+        and t["id"].startswith(prefixes)
+        and t["id"] not in wanted
+        and _mentions(t, tool_id)
+    ]
+
+
+def _mentions(test: Mapping[str, Any], tool_id: str) -> bool:
+    tools = test.get("expect", {}).get("tools", {})
+    return tool_id in tools.get("include", []) or tool_id in tools.get("exclude", [])
+
+
+def _summary(tool_id: str, report: Mapping[str, list[str]]) -> list[str]:
+    if not (report["added"] or report["updated"] or report["removed"]):
+        return [
+            f"`{tool_id}` is already protected: {len(report['unchanged'])} guards current, "
+            "nothing changed"
+        ]
+    out = []
+    for key in ("added", "updated", "removed"):
+        if report[key]:
+            out.append(f"{key} {len(report[key])} guard(s): {', '.join(report[key])}")
+    return out
+
+
+def _guards_pass(edit: Edit, guard_ids: set[str]) -> Edit:
+    """``edit``, refused with ``TESTS_FAILED`` when one of the tool's guards fails on it."""
+    if not edit.ok or not edit.changed:
+        return edit
+    ir = source_from_text(edit.source.path, edit.text).project
+    report = run_tests(ir)
+    failed = [
+        Diagnostic(
+            code="TESTS_FAILED",
+            pointer=assertion.pointer,
+            message=f"guard `{result.id}` fails: {assertion.subject}: expected "
+            f"{assertion.expected}, actual {assertion.actual}",
+        )
+        for result, assertion in report.failures()
+        if result.id in guard_ids
+    ]
+    if not failed:
+        return edit
+    return Edit(edit.source, edit.source.text, tuple(failed), edit.notes, edit.details)

@@ -1,0 +1,202 @@
+"""``seif tool show``: one tool's audience, protection and connection, three separate sections.
+
+- ``audience``: every objective and its profile's rule for the tool (include, required,
+  exclude or none) and whether the engine discloses the tool there under current fixtures.
+- ``protection``: the project tests that name the tool (in ``include``, ``exclude`` or a call),
+  which are guards, whether each passes, and the objectives no guard covers.
+- ``connection``: the tool's entry in a bindings file, if one is given: revision, endpoint and
+  secret reference, labelled ``configured`` (a placeholder endpoint is ``placeholder``). Never
+  ``ready``: readiness is what the runtime observes of a running executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from compiler.authoring.source import AuthoringError, ProjectSource, refusal
+from policy.disclosure import disclose
+from policy.ir import Profile, Project, ProjectTest, Tool
+from policy.testing import current_fixtures, run_tests
+
+PLACEHOLDER_HOST = "executor.example"  # compiler.authoring.bindings.placeholder_endpoint
+
+
+def show_tool(
+    source: ProjectSource, *, tool_id: str, bindings: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The three sections; ``AuthoringError`` for an unknown tool or an invalid project."""
+    ir = source.project
+    if ir is None:
+        raise AuthoringError(list(source.result.diagnostics))
+    tool = ir.tool_by_id.get(tool_id)
+    if tool is None:
+        known = ", ".join(t.id for t in ir.tools) or "none"
+        raise refusal("UNKNOWN_TOOL", f"`{tool_id}` is not a tool of this project (tools: {known})")
+    return {
+        "tool": _contract(tool),
+        "audience": audience(ir, tool),
+        "protection": protection(ir, tool),
+        "connection": connection(tool, bindings),
+    }
+
+
+def _contract(tool: Tool) -> dict[str, Any]:
+    properties = tool.parameters.get("properties", {})
+    required = set(tool.parameters.get("required", ()))
+    return {
+        "id": tool.id,
+        "name": tool.name,
+        "version": tool.version,
+        "contractDigest": tool.contract_digest,
+        "effect": tool.effect,
+        "approval": tool.approval,
+        "maxCalls": tool.max_calls,
+        "timeoutMs": tool.timeout_ms,
+        "arguments": [
+            {"name": name, "type": schema.get("type"), "required": name in required}
+            for name, schema in properties.items()
+        ],
+    }
+
+
+def _rule_of(profile: Profile, tool_id: str) -> str:
+    rule = next((r for r in profile.tool_rules if r.tool == tool_id), None)
+    if rule is None:
+        return "none"
+    if rule.participation == "exclude":
+        return "exclude"
+    return "required" if rule.required else "include"
+
+
+def audience(ir: Project, tool: Tool) -> dict[str, Any]:
+    fixtures = current_fixtures(ir)
+    objectives = []
+    for objective in ir.objectives:
+        d = disclose(ir, objective.id, fixtures)
+        reason = None
+        if tool.id not in d.tool_ids:
+            reason = next((o.reason for o in d.omitted if o.id == tool.id), d.reason)
+        objectives.append(
+            {
+                "objective": objective.id,
+                "profile": objective.profile,
+                "rule": _rule_of(ir.profile_by_id[objective.profile], tool.id),
+                "disclosed": tool.id in d.tool_ids,
+                "reason": reason,
+            }
+        )
+    rules = {p.id: _rule_of(p, tool.id) for p in ir.profiles}
+    return {
+        "includedBy": [p for p, r in rules.items() if r in ("include", "required")],
+        "requiredBy": [p for p, r in rules.items() if r == "required"],
+        "excludedBy": [p for p, r in rules.items() if r == "exclude"],
+        "noRule": [p for p, r in rules.items() if r == "none"],
+        "objectives": objectives,
+    }
+
+
+def _names(test: ProjectTest, tool_id: str) -> list[str]:
+    tools = test.expect.tools
+    if tools is None:
+        return []
+    out = ["include"] if tool_id in tools.include else []
+    out += ["exclude"] if tool_id in tools.exclude else []
+    out += ["calls"] if any(c.tool == tool_id for c in tools.calls) else []
+    return out
+
+
+def protection(ir: Project, tool: Tool) -> dict[str, Any]:
+    passed = {r.id: r.passed for r in run_tests(ir).results}
+    tests = [
+        {
+            "id": t.id,
+            "objective": t.objective,
+            "guard": t.guard,
+            "asserts": _names(t, tool.id),
+            "fixtures": t.fixtures if isinstance(t.fixtures, str) or t.fixtures is None else "own",
+            "passed": passed[t.id],
+        }
+        for t in ir.tests
+        if _names(t, tool.id)
+    ]
+    guarded = {t["objective"] for t in tests if t["guard"]}
+    return {
+        "tests": tests,
+        "guards": [t["id"] for t in tests if t["guard"]],
+        "unguardedObjectives": [o.id for o in ir.objectives if o.id not in guarded],
+        "failing": [t["id"] for t in tests if not t["passed"]],
+    }
+
+
+def connection(tool: Tool, bindings: Mapping[str, Any] | None) -> dict[str, Any]:
+    if bindings is None:
+        return {"state": "unknown", "note": "no bindings file given (--bindings FILE)"}
+    tools = bindings.get("tools") if isinstance(bindings, Mapping) else None
+    entry = tools.get(tool.id) if isinstance(tools, Mapping) else None
+    base = {"environment": bindings.get("environment"), "revision": bindings.get("revision")}
+    if not isinstance(entry, Mapping):
+        return {**base, "state": "unbound", "note": f"the bindings file has no entry for {tool.id}"}
+    endpoint = entry.get("endpoint")
+    if not isinstance(endpoint, str):
+        return {**base, "state": "unbound", "note": f"the entry of {tool.id} has no endpoint"}
+    placeholder = PLACEHOLDER_HOST in endpoint
+    return {
+        **base,
+        "state": "placeholder" if placeholder else "configured",
+        "endpoint": endpoint,
+        "secretRef": entry.get("secretRef"),
+        "timeoutMs": entry.get("timeoutMs"),
+        "note": "configured, not ready: readiness is checked by the runtime that serves the build",
+    }
+
+
+def text_lines(report: Mapping[str, Any]) -> list[str]:
+    """The report as the CLI prints it: a header, then the three sections."""
+    t = report["tool"]
+    args = ", ".join(
+        f"{a['name']}{'' if a['required'] else '?'}: {a['type']}" for a in t["arguments"]
+    )
+    out = [
+        f"tool {t['id']} {t['version']} ({t['name']}) {t['contractDigest']}",
+        f"  {t['effect']}, approval {t['approval']}, max {t['maxCalls']} calls, "
+        f"timeout {t['timeoutMs']} ms; arguments: {args or 'none'}",
+        "",
+        "audience",
+    ]
+    a = report["audience"]
+    for key, label in (
+        ("includedBy", "included by"),
+        ("requiredBy", "required by"),
+        ("excludedBy", "excluded by"),
+        ("noRule", "no rule in"),
+    ):
+        out.append(f"  {label}: {', '.join(a[key]) or '-'}")
+    for o in a["objectives"]:
+        seen = "sees it" if o["disclosed"] else f"does not see it ({o['reason']})"
+        out.append(
+            f"  objective {o['objective']} (profile {o['profile']}, rule {o['rule']}): {seen}"
+        )
+    out += ["", "protection"]
+    p = report["protection"]
+    for test in p["tests"]:
+        kind = "guard" if test["guard"] else "test"
+        state = "passes" if test["passed"] else "FAILS"
+        out.append(
+            f"  {kind} {test['id']} ({test['objective']}: {', '.join(test['asserts'])}) {state}"
+        )
+    if not p["tests"]:
+        out.append("  no test names it")
+    out.append(f"  objectives without a guard: {', '.join(p['unguardedObjectives']) or '-'}")
+    out += ["", "connection", *_connection_lines(report["connection"])]
+    return out
+
+
+def _connection_lines(c: Mapping[str, Any]) -> list[str]:
+    if c["state"] in ("unknown", "unbound"):
+        return [f"  {c['state']}: {c['note']}"]
+    return [
+        f"  {c['state']}: {c['endpoint']} (environment {c['environment']}, revision "
+        f"{c['revision']}, secret {c['secretRef']})",
+        f"  {c['note']}",
+    ]

@@ -1,0 +1,183 @@
+"""A project file as an author edits it: its text, its document, and proposed edits.
+
+An :class:`Edit` is a proposed new text for the file with what it did (``notes``) and, when it
+does not validate, why (``diagnostics``, located by pointer or line:column in the new text).
+:func:`save` writes an edit only when it validates and the file still holds the text it was
+computed from, atomically, keeping the file's mode.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from compiler.build import write_atomic
+from compiler.diagnostics import CompileError, Diagnostic
+from compiler.project import CompileResult, compile_seif, compile_text
+
+Kind = Literal["json", "seif"]
+
+
+class AuthoringError(CompileError):
+    """An operation that cannot be done as asked: its diagnostics say what to write instead."""
+
+
+def refusal(code: str, message: str, pointer: str | None = None) -> AuthoringError:
+    return AuthoringError([Diagnostic(code=code, message=message, pointer=pointer)])
+
+
+@dataclass(frozen=True)
+class ProjectSource:
+    """One project file as read: ``document`` is what its text denotes (JSON keys in file order)."""
+
+    path: Path
+    text: str
+    kind: Kind
+    document: dict[str, Any]
+    result: CompileResult
+    newline: str = "\n"  # the file's line ending: edits work on "\n", saving puts it back
+
+    @property
+    def project(self) -> Any:
+        """The compiled IR (``policy.ir.Project``) or None when the file does not validate."""
+        return self.result.project
+
+
+def kind_of(path: str | os.PathLike[str]) -> Kind:
+    return "seif" if Path(path).suffix == ".seif" else "json"
+
+
+def document_of(text: str, kind: Kind) -> dict[str, Any] | None:
+    """The document ``text`` denotes, or None when it does not parse."""
+    if kind == "seif":
+        from compiler.seif_parse import SeifSyntaxError, parse_seif  # noqa: PLC0415  # lark on demand
+
+        try:
+            return parse_seif(text).document
+        except SeifSyntaxError:
+            return None
+    from compiler import parse  # noqa: PLC0415  # one parser for project JSON
+    from compiler.diagnostics import Collector  # noqa: PLC0415
+
+    doc = parse.parse_json_text(text, Collector(parse.PASS))
+    return doc if isinstance(doc, dict) else None
+
+
+def compile_source(text: str, kind: Kind) -> CompileResult:
+    return compile_seif(text) if kind == "seif" else compile_text(text)
+
+
+def source_from_text(path: str | os.PathLike[str], text: str) -> ProjectSource:
+    """The source of ``text`` as if read from ``path``; :class:`AuthoringError` when it does not
+    parse (an edit needs a file it can read; a file that parses but does not validate is fine)."""
+    kind = kind_of(path)
+    result = compile_source(text, kind)
+    document = document_of(text, kind)
+    if document is None:
+        raise AuthoringError(
+            result.diagnostics or [Diagnostic(code="JSON_SYNTAX", message="not a project")]
+        )
+    return ProjectSource(Path(path), text, kind, document, result)
+
+
+def read_raw(path: str | os.PathLike[str]) -> str:
+    """The file's text exactly, line endings included; :class:`AuthoringError`
+    ``FILE_UNREADABLE``."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise refusal("FILE_UNREADABLE", f"`{path}` cannot be read: {reason}") from None
+
+
+def load_source(path: str | os.PathLike[str]) -> ProjectSource:
+    """Read ``path``; :class:`AuthoringError` (``FILE_UNREADABLE`` or a syntax error). A file
+    with CRLF line endings is edited as LF and saved with CRLF again."""
+    raw = read_raw(path)
+    newline = "\r\n" if "\r\n" in raw else "\n"
+    source = source_from_text(path, raw.replace("\r\n", "\n") if newline != "\n" else raw)
+    return replace(source, newline=newline)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A proposed new text for ``source``'s file."""
+
+    source: ProjectSource
+    text: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    notes: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics
+
+    @property
+    def changed(self) -> bool:
+        return self.text != self.source.text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "changed": self.changed,
+            "file": str(self.source.path),
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+            "notes": list(self.notes),
+            **self.details,
+        }
+
+
+def checked(source: ProjectSource, text: str, notes: tuple[str, ...], **details: Any) -> Edit:
+    """An edit of ``source`` to ``text``, refused with the diagnostics of compiling ``text``
+    when it does not validate. Those of a `.seif` text are located by pointer into the document
+    (the new text is not on disk, so its lines would point nowhere); ``details["proposed"]``
+    holds the refused text."""
+    result = compile_source(text, source.kind)
+    if result.ok:
+        return Edit(source, text, (), notes, details)
+    found = tuple(result.diagnostics)
+    intended = document_of(text, source.kind)
+    if source.kind == "seif" and intended is not None:
+        from compiler.project import compile_document  # noqa: PLC0415
+
+        by_pointer = compile_document(intended).diagnostics
+        found = tuple(by_pointer) or found
+    return Edit(source, source.text, found, notes, {**details, "proposed": text})
+
+
+def refused(source: ProjectSource, error: CompileError) -> Edit:
+    """An edit that changes nothing, refused for ``error``'s diagnostics."""
+    return Edit(source, source.text, tuple(error.diagnostics))
+
+
+def save(edit: Edit) -> bool:
+    """Write ``edit`` (True) when it validates and changes the file; refuses with
+    ``FILE_CHANGED`` when the file no longer holds the text the edit was computed from, and
+    ``FILE_UNWRITABLE`` when it cannot be written. A symbolic link is followed: its target is
+    replaced, the link stays."""
+    if not edit.ok or not edit.changed:
+        return False
+    source = edit.source
+    path = source.path.resolve()
+    try:
+        current = read_raw(path).replace("\r\n", "\n") if source.newline != "\n" else read_raw(path)
+        mode = path.stat().st_mode & 0o777
+    except (AuthoringError, OSError):
+        current, mode = None, 0o644
+    if current != source.text:
+        raise refusal(
+            "FILE_CHANGED",
+            f"`{source.path}` changed since it was read: nothing was written; read it again and "
+            "redo the change",
+        )
+    data = edit.text if source.newline == "\n" else edit.text.replace("\n", source.newline)
+    try:
+        write_atomic(path, data.encode("utf-8"), mode=mode)
+    except OSError as exc:
+        message = f"`{source.path}` cannot be written: {exc.strerror or exc}; nothing was written"
+        raise refusal("FILE_UNWRITABLE", message) from None
+    return True

@@ -1,0 +1,197 @@
+"""The Design workstation's tool operations, each the function its ``seif tool`` command calls.
+
+- ``GET /api/project``: the file's state and a card per tool (:func:`show_tool`'s three
+  sections: audience, protection, connection), the templates, profiles and objectives.
+- ``POST /api/tools/new`` (``seif tool new``), ``/api/tools/include`` (``seif tool include``),
+  ``/api/tools/protect`` (``seif tool protect``): an edit, written only when it validates
+  (:func:`compiler.authoring.source.save`); one that does not is answered 422 with its
+  diagnostics and writes nothing.
+- ``POST /api/tools/check-call`` (``seif tool check-call``): the engine's decision of one call,
+  never dispatched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from compiler.authoring.checkcall import check_call
+from compiler.authoring.protect import protect_tool
+from compiler.authoring.show import show_tool
+from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
+from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_tool
+from compiler.diagnostics import CompileError
+from policy.strictjson import JsonError, loads
+from servers.design.workspace import Shape, Workspace, body_of, json_field, refused, workspace
+from servers.http import wire
+from servers.runtime.errors import HttpError
+
+Compute = Callable[[Workspace, dict[str, Any]], dict[str, Any]]
+FIXTURES = ("current", "project")
+
+NEW: Shape = {
+    "template": ("id", True),
+    "id": ("id", True),
+    "fields": ("strings", False),
+    "schema": ("text", False),
+    "name": ("id", False),
+    "description": ("text", False),
+    "version": ("id", False),
+    "effect": ("id", False),
+}
+INCLUDE: Shape = {"tool": ("id", True), "profile": ("id", True), "required": ("bool", False)}
+PROTECT: Shape = {"tool": ("id", True)}
+CHECK_CALL: Shape = {
+    "objective": ("id", True),
+    "tool": ("id", True),
+    "arguments": ("text", True),
+    "approved": ("bool", False),
+    "fixtures": ("id", False),
+}
+
+
+def operation(shape: Shape, compute: Compute) -> Callable[[web.Request], Any]:
+    """A handler: the body checked against ``shape``, then ``compute`` in the worker thread."""
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await body_of(request, shape)
+        ws = workspace(request)
+        try:
+            result = await ws.run(compute, ws, body)
+        except CompileError as exc:
+            raise refused(exc) from None
+        return wire.json_response(result)
+
+    return handle
+
+
+def written(edit: Edit) -> dict[str, Any]:
+    """Save ``edit`` when it validates; 422 with its diagnostics (nothing written) when not."""
+    if not edit.ok:
+        message = "the change does not validate: nothing was written"
+        raise HttpError(422, "CHANGE_INVALID", message, **edit.to_json(), written=False)
+    return {**edit.to_json(), "written": save(edit)}
+
+
+def _new(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
+    schema = json_field(body["schema"], "schema") if body["schema"] is not None else None
+    if schema is not None and not isinstance(schema, dict):
+        raise HttpError(400, "BAD_REQUEST", "`schema` must be a JSON Schema object")
+    edit = new_tool(
+        load_source(ws.project),
+        template=body["template"],
+        tool_id=body["id"],
+        fields=tuple(body["fields"] or ()),
+        schema=schema,
+        name=body["name"],
+        description=body["description"] or None,
+        version=body["version"],
+        effect=body["effect"],
+    )
+    return written(edit)
+
+
+def _include(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
+    source = load_source(ws.project)
+    edit = include_tool(
+        source, tool_id=body["tool"], profile_id=body["profile"], required=bool(body["required"])
+    )
+    return written(edit)
+
+
+def _protect(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
+    return written(protect_tool(load_source(ws.project), tool_id=body["tool"]))
+
+
+def _check_call(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
+    fixtures = body["fixtures"] or "current"
+    if fixtures not in FIXTURES:
+        raise wire.bad_request("`fixtures` must be `current` or `project`")
+    return check_call(
+        load_source(ws.project),
+        objective=body["objective"],
+        tool=body["tool"],
+        arguments=json_field(body["arguments"], "arguments"),
+        approved=bool(body["approved"]),
+        fixtures=fixtures,
+    )
+
+
+# --- the file's state and the cards -------------------------------------------------------------
+
+
+def overview(ws: Workspace) -> dict[str, Any]:
+    """The file, whether it validates, its diagnostics and a card per tool."""
+    base: dict[str, Any] = {
+        "file": str(ws.project),
+        "registry": str(ws.registry) if ws.registry is not None else None,
+        "bindings": str(ws.bindings) if ws.bindings is not None else None,
+        "templates": dict(TEMPLATES),
+        "fieldTypes": list(FIELD_TYPES),
+    }
+    try:
+        source = load_source(ws.project)
+    except AuthoringError as exc:  # the file does not parse: nothing to show but why
+        diagnostics = [d.to_json() for d in exc.diagnostics]
+        return {**base, "ok": False, "kind": None, "diagnostics": diagnostics, "tools": []}
+    document = source.document
+    return {
+        **base,
+        "ok": source.project is not None,
+        "kind": source.kind,
+        "diagnostics": [d.to_json() for d in source.result.diagnostics],
+        "project": {"id": document.get("id"), "version": document.get("version")},
+        "objectives": _ids(document.get("objectives")),
+        "profiles": _ids(document.get("profiles")),
+        "tools": _cards(source, _bindings(ws)),
+    }
+
+
+def _cards(source: ProjectSource, bindings: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A card per tool; only the ids when the file does not validate (its diagnostics say why)."""
+    ids = _ids(source.document.get("tools"))
+    if source.project is None:
+        return [{"id": tool_id} for tool_id in ids]
+    return [_card(source, tool_id, bindings) for tool_id in ids]
+
+
+def _ids(items: Any) -> list[str]:
+    if not isinstance(items, list):
+        return []
+    return [i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)]
+
+
+def _card(source: ProjectSource, tool_id: str, bindings: dict[str, Any] | None) -> dict[str, Any]:
+    try:
+        report = show_tool(source, tool_id=tool_id, bindings=bindings)
+    except CompileError as exc:
+        return {"id": tool_id, "diagnostics": [d.to_json() for d in exc.diagnostics]}
+    declared = source.project.tool_by_id.get(tool_id)
+    return {"id": tool_id, "description": getattr(declared, "description", None), **report}
+
+
+def _bindings(ws: Workspace) -> dict[str, Any] | None:
+    """The bindings document the workstation knows of, when it reads as one."""
+    if ws.bindings is None:
+        return None
+    try:
+        document = loads(Path(ws.bindings).read_bytes())
+    except (OSError, JsonError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+async def project_state(request: web.Request) -> web.Response:
+    ws = workspace(request)
+    return wire.json_response(await ws.run(overview, ws))
+
+
+def add_routes(router: web.UrlDispatcher) -> None:
+    router.add_get("/api/project", project_state)
+    router.add_post("/api/tools/new", operation(NEW, _new))
+    router.add_post("/api/tools/include", operation(INCLUDE, _include))
+    router.add_post("/api/tools/protect", operation(PROTECT, _protect))
+    router.add_post("/api/tools/check-call", operation(CHECK_CALL, _check_call))
