@@ -18,12 +18,12 @@ from seif.replay_cmd import add_parsers as add_replay_parsers
 
 
 def add_authoring_commands(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    """Guided tool setup (docs/authoring.md): `seif tool ...`, `starter`, `release`, `design`."""
-    from seif import design_cmd, release_cmd, starter_cmd, tool_cmd  # noqa: PLC0415
+    """Guided tool setup (docs/authoring.md): `seif tool ...`, `starter`, `design` (`release` is
+    wired with the release commands)."""
+    from seif import design_cmd, starter_cmd, tool_cmd  # noqa: PLC0415
 
     tool_cmd.add_parser(sub, parser_class)
     starter_cmd.add_parser(sub)
-    release_cmd.add_parser(sub)
     design_cmd.add_parser(sub)
 
 

@@ -1,4 +1,5 @@
-"""The argparse wiring of the release commands: register, promote, registry, bundle, bindings.
+"""The argparse wiring of the release commands: register, promote, registry, bundle, bindings,
+release.
 
 Each command's module is imported only when that command runs.
 """
@@ -30,6 +31,7 @@ def add_release_commands(sub: Any, parser_class: type[argparse.ArgumentParser]) 
     _registry(sub, parser_class)
     _bundle(sub)
     _bindings(sub, parser_class)
+    _release(sub)
 
 
 def _register(sub: Any) -> None:
@@ -92,3 +94,33 @@ def _bindings(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "--out", metavar="FILE", help="write FILE and contracts.json beside it (default: stdout)"
     )
     template.set_defaults(run=lazy("seif.bindings", "cmd_bindings_template"))
+
+
+RELEASE_EXAMPLE = (
+    "seif release --project context-project.json --registry /srv/seif-registry "
+    "--environment staging"
+)
+
+
+def _release(sub: Any) -> None:
+    """``seif release`` (guided: docs/authoring.md)."""
+    parser = sub.add_parser(
+        "release",
+        help="validate, build, register and write the environment's next bindings revision",
+        description="Validate, test, build and register a project, then write the next revision "
+        "of an environment's bindings file with what to fill in. Nothing is promoted or deployed.",
+        epilog=f"example:\n  {RELEASE_EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--project", required=True, metavar="FILE", help="the project file")
+    parser.add_argument("--registry", required=True, metavar="REG", help="the registry directory")
+    parser.add_argument(
+        "--environment", required=True, metavar="NAME", help="the environment to bind, an id"
+    )
+    parser.add_argument(
+        "--bindings",
+        metavar="FILE",
+        help="the bindings file (default: bindings.NAME.json beside the project file)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(run=lazy("seif.release_cmd", "cmd_release"))

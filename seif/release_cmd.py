@@ -3,7 +3,8 @@ bindings file (:mod:`compiler.authoring.release`); it says what to fill in, and 
 promoted or deployed.
 
 Exit codes: 0 prepared; 1 the project is invalid, its tests fail or the bindings file is not a
-bindings file; 2 a bad argument or a file that cannot be read or written.
+bindings file; 2 a bad argument or a file that cannot be read or written. Its options are
+declared in :mod:`seif.release_cli` (this module loads only when the command runs).
 """
 
 from __future__ import annotations
@@ -33,34 +34,6 @@ RELEASE_USAGE_CODES = USAGE_CODES | {
     "BINDINGS_PATH_REFUSED",
     "BINDINGS_WRITE_FAILED",
 }
-EXAMPLE = (
-    "seif release --project context-project.json --registry /srv/seif-registry "
-    "--environment staging"
-)
-
-
-def add_parser(sub: Any) -> None:
-    """Add ``seif release`` to ``sub`` (the ``seif`` sub-parsers)."""
-    parser = sub.add_parser(
-        "release",
-        help="validate, build, register and write the environment's next bindings revision",
-        description="Validate, test, build and register a project, then write the next revision "
-        "of an environment's bindings file with what to fill in. Nothing is promoted or deployed.",
-        epilog=f"example:\n  {EXAMPLE}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--project", required=True, metavar="FILE", help="the project file")
-    parser.add_argument("--registry", required=True, metavar="REG", help="the registry directory")
-    parser.add_argument(
-        "--environment", required=True, metavar="NAME", help="the environment to bind, an id"
-    )
-    parser.add_argument(
-        "--bindings",
-        metavar="FILE",
-        help="the bindings file (default: bindings.NAME.json beside the project file)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.set_defaults(run=cmd_release)
 
 
 def exit_code(error: ReleaseError) -> int:

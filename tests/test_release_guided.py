@@ -1,13 +1,11 @@
 """`seif release` (compiler.authoring.release, seif.release_cmd): validate, build, register, and
 write the next revision of an environment's bindings file; never promote.
 
-The CLI is exercised through a small parser around :func:`seif.release_cmd.add_parser` (the
-lead wires it into ``seif``).
+The CLI is exercised in process through ``seif``'s own parser (:func:`seif.cli.build_parser`).
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 from pathlib import Path
@@ -26,7 +24,7 @@ from compiler.authoring.source import AuthoringError
 from compiler.project import compile_project
 from compiler.registry import Registry
 from policy.strictjson import loads
-from seif.release_cmd import add_parser
+from seif.cli import build_parser
 from servers.config.files import load_bindings
 
 Cap = pytest.CaptureFixture[str]
@@ -81,9 +79,7 @@ def write(path: Path, doc: Doc) -> None:
 
 
 def cli(capsys: Cap, *argv: str) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="seif")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["release", *argv])
+    args = build_parser().parse_args(["release", *argv])
     code: int = args.run(args)
     out, err = capsys.readouterr()
     return code, out, err

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.authoring.source import AuthoringError, ProjectSource, refusal
+from compiler.authoring.source import ProjectSource, compiled, refusal
 from policy import reasons as R
 from policy.decision import ALLOW, Decision
 from policy.disclosure import Disclosure, disclose
@@ -67,9 +67,7 @@ def check_call(
 def _resolve(
     source: ProjectSource, objective: str, tool: str, fixtures: str
 ) -> tuple[Project, Tool]:
-    ir = source.project
-    if ir is None:
-        raise AuthoringError(list(source.result.diagnostics))
+    ir = compiled(source)
     if fixtures not in FIXTURE_MODES:
         raise refusal(
             "INVALID_VALUE", f"`{fixtures}` is not a fixtures mode: write `current` or `project`"

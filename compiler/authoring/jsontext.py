@@ -98,10 +98,11 @@ def _scan(text: str) -> _Scanner:
 
 
 def indent_unit(text: str) -> str:
-    """The file's indentation step: the leading whitespace of its first indented line."""
+    """The file's indentation step: the leading whitespace of its first indented line (a line
+    starting with ``#``, a `.seif` comment, does not count; JSON has none)."""
     for line in text.splitlines():
         stripped = line.lstrip(" \t")
-        if stripped and stripped != line:
+        if stripped and stripped != line and not stripped.startswith("#"):
             return line[: len(line) - len(stripped)]
     return "  "
 

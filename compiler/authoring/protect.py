@@ -27,11 +27,12 @@ from compiler.authoring.source import (
     Edit,
     ProjectSource,
     checked,
-    refusal,
+    compiled,
     refused,
     source_from_text,
+    test_failures,
+    tool_of,
 )
-from compiler.diagnostics import Diagnostic
 from policy.disclosure import Disclosure, disclose
 from policy.ir import Project, Tool
 from policy.testing import current_fixtures, run_tests
@@ -127,7 +128,8 @@ def protect_tool(source: ProjectSource, *, tool_id: str) -> Edit:
     """Write the tool's guards (``details``: ``tool``, ``guards``, ``added``, ``updated``,
     ``removed``, ``unchanged``); an edit that changes nothing when they are current."""
     try:
-        ir, tool = _tool(source, tool_id)
+        ir = compiled(source)
+        tool = tool_of(ir, tool_id, "/tools")
     except AuthoringError as exc:
         return refused(source, exc)
     guards, notes = derived_guards(ir, tool)
@@ -137,19 +139,6 @@ def protect_tool(source: ProjectSource, *, tool_id: str) -> Edit:
         source, text, tuple(notes), tool=tool_id, guards=[g["id"] for g in guards], **report
     )
     return _guards_pass(edit, {g["id"] for g in guards})
-
-
-def _tool(source: ProjectSource, tool_id: str) -> tuple[Project, Tool]:
-    ir = source.project
-    if ir is None:
-        raise AuthoringError(list(source.result.diagnostics))
-    tool = ir.tool_by_id.get(tool_id)
-    if tool is None:
-        known = ", ".join(t.id for t in ir.tools) or "none"
-        raise refusal(
-            "UNKNOWN_TOOL", f"`{tool_id}` is not a tool of this project (tools: {known})", "/tools"
-        )
-    return ir, tool
 
 
 def _apply(
@@ -221,18 +210,8 @@ def _guards_pass(edit: Edit, guard_ids: set[str]) -> Edit:
     """``edit``, refused with ``TESTS_FAILED`` when one of the tool's guards fails on it."""
     if not edit.ok or not edit.changed:
         return edit
-    ir = source_from_text(edit.source.path, edit.text).project
-    report = run_tests(ir)
-    failed = [
-        Diagnostic(
-            code="TESTS_FAILED",
-            pointer=assertion.pointer,
-            message=f"guard `{result.id}` fails: {assertion.subject}: expected "
-            f"{assertion.expected}, actual {assertion.actual}",
-        )
-        for result, assertion in report.failures()
-        if result.id in guard_ids
-    ]
+    assert edit.project is not None  # a validating edit carries its IR
+    failed = test_failures(run_tests(edit.project), guard_ids)
     if not failed:
         return edit
     return Edit(edit.source, edit.source.text, tuple(failed), edit.notes, edit.details)

@@ -34,7 +34,7 @@ from compiler.authoring.bindings import (
     placeholder_endpoint,
     write_template,
 )
-from compiler.authoring.source import AuthoringError
+from compiler.authoring.source import AuthoringError, test_failures
 from compiler.build import load_build, write_build
 from compiler.diagnostics import Collector, CompileError, Diagnostic
 from compiler.parse import parse_json_text, read_text
@@ -42,7 +42,6 @@ from compiler.pointer import join
 from compiler.project import compile_file
 from compiler.registry import Registered, Registry, RegistryError
 from policy.ir import Project, Tool
-from policy.strictjson import dumps
 from policy.testing import TestReport, run_tests
 
 ENVIRONMENT_ID = re.compile(r"[a-z][a-z0-9-]{0,63}")
@@ -188,22 +187,9 @@ def checked_project(project: PathLike) -> Project:
         raise ReleaseError(result.diagnostics, file=str(project), source=result.source)
     report = run_tests(result.project)
     if not report.passed:
-        failures = [
-            Diagnostic(
-                code="TESTS_FAILED",
-                pointer=assertion.pointer,
-                message=f"test `{test.id}`: {assertion.subject}: expected "
-                f"{_show(assertion.expected)}, actual {_show(assertion.actual)}",
-                pass_name="release",
-            )
-            for test, assertion in report.failures()
-        ]
+        failures = test_failures(report, pass_name="release")
         raise ReleaseError(failures, file=str(project), source=result.source, report=report)
     return result.project
-
-
-def _show(value: Any) -> str:
-    return value if isinstance(value, str) else dumps(value, sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from compiler.authoring.jsontext import indent_unit
 from compiler.seif_parse import Parsed, parse_seif
 from compiler.seif_print import Lines, element_lines
 
@@ -24,14 +25,6 @@ def _code(line: str) -> str:
     plain = _STRING.sub(lambda m: " " * len(m.group()), line)
     at = plain.find("#")
     return line if at < 0 else line[:at]
-
-
-def indent_unit(text: str) -> str:
-    for line in text.splitlines():
-        stripped = line.lstrip(" \t")
-        if stripped and stripped != line and not stripped.startswith("#"):
-            return line[: len(line) - len(stripped)]
-    return "  "
 
 
 def render(lines: Lines, unit: str, base: str = "") -> str:

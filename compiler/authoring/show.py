@@ -12,31 +12,55 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from compiler.authoring.source import AuthoringError, ProjectSource, refusal
-from policy.disclosure import disclose
+from compiler.authoring.bindings import placeholder_endpoint
+from compiler.authoring.source import ProjectSource, compiled, tool_of
+from policy.disclosure import Disclosure, disclose
 from policy.ir import Profile, Project, ProjectTest, Tool
 from policy.testing import current_fixtures, run_tests
 
-PLACEHOLDER_HOST = "executor.example"  # compiler.authoring.bindings.placeholder_endpoint
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What every tool's report reads of the project, computed once: each objective's
+    disclosure under current fixtures, and whether each test passes."""
+
+    disclosures: Mapping[str, Disclosure]
+    passed: Mapping[str, bool]
+
+    @classmethod
+    def of(cls, ir: Project) -> Facts:
+        fixtures = current_fixtures(ir)
+        disclosures = {o.id: disclose(ir, o.id, fixtures) for o in ir.objectives}
+        return cls(disclosures, {r.id: r.passed for r in run_tests(ir).results})
 
 
 def show_tool(
     source: ProjectSource, *, tool_id: str, bindings: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The three sections; ``AuthoringError`` for an unknown tool or an invalid project."""
-    ir = source.project
-    if ir is None:
-        raise AuthoringError(list(source.result.diagnostics))
-    tool = ir.tool_by_id.get(tool_id)
-    if tool is None:
-        known = ", ".join(t.id for t in ir.tools) or "none"
-        raise refusal("UNKNOWN_TOOL", f"`{tool_id}` is not a tool of this project (tools: {known})")
+    ir = compiled(source)
+    return report(ir, tool_of(ir, tool_id), Facts.of(ir), bindings)
+
+
+def show_tools(
+    source: ProjectSource, bindings: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The report of every tool, in catalogue order (the project's tests run once)."""
+    ir = compiled(source)
+    facts = Facts.of(ir)
+    return [report(ir, tool, facts, bindings) for tool in ir.tools]
+
+
+def report(
+    ir: Project, tool: Tool, facts: Facts, bindings: Mapping[str, Any] | None
+) -> dict[str, Any]:
     return {
         "tool": _contract(tool),
-        "audience": audience(ir, tool),
-        "protection": protection(ir, tool),
+        "audience": audience(ir, tool, facts),
+        "protection": protection(ir, tool, facts),
         "connection": connection(tool, bindings),
     }
 
@@ -49,6 +73,7 @@ def _contract(tool: Tool) -> dict[str, Any]:
         "name": tool.name,
         "version": tool.version,
         "contractDigest": tool.contract_digest,
+        "description": tool.description,
         "effect": tool.effect,
         "approval": tool.approval,
         "maxCalls": tool.max_calls,
@@ -69,11 +94,10 @@ def _rule_of(profile: Profile, tool_id: str) -> str:
     return "required" if rule.required else "include"
 
 
-def audience(ir: Project, tool: Tool) -> dict[str, Any]:
-    fixtures = current_fixtures(ir)
+def audience(ir: Project, tool: Tool, facts: Facts) -> dict[str, Any]:
     objectives = []
     for objective in ir.objectives:
-        d = disclose(ir, objective.id, fixtures)
+        d = facts.disclosures[objective.id]
         reason = None
         if tool.id not in d.tool_ids:
             reason = next((o.reason for o in d.omitted if o.id == tool.id), d.reason)
@@ -106,8 +130,8 @@ def _names(test: ProjectTest, tool_id: str) -> list[str]:
     return out
 
 
-def protection(ir: Project, tool: Tool) -> dict[str, Any]:
-    passed = {r.id: r.passed for r in run_tests(ir).results}
+def protection(ir: Project, tool: Tool, facts: Facts) -> dict[str, Any]:
+    passed = facts.passed
     tests = [
         {
             "id": t.id,
@@ -140,7 +164,7 @@ def connection(tool: Tool, bindings: Mapping[str, Any] | None) -> dict[str, Any]
     endpoint = entry.get("endpoint")
     if not isinstance(endpoint, str):
         return {**base, "state": "unbound", "note": f"the entry of {tool.id} has no endpoint"}
-    placeholder = PLACEHOLDER_HOST in endpoint
+    placeholder = endpoint == placeholder_endpoint(tool.id)
     return {
         **base,
         "state": "placeholder" if placeholder else "configured",

@@ -9,7 +9,7 @@ computed from, atomically, keeping the file's mode.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +17,9 @@ from typing import Any, Literal
 from compiler.build import write_atomic
 from compiler.diagnostics import CompileError, Diagnostic
 from compiler.project import CompileResult, compile_seif, compile_text
+from policy.ir import Project, Tool
+from policy.strictjson import dumps
+from policy.testing import TestReport
 
 Kind = Literal["json", "seif"]
 
@@ -44,6 +47,45 @@ class ProjectSource:
     def project(self) -> Any:
         """The compiled IR (``policy.ir.Project``) or None when the file does not validate."""
         return self.result.project
+
+
+def compiled(source: ProjectSource) -> Project:
+    """The source's IR; :class:`AuthoringError` with its diagnostics when it does not validate."""
+    if source.project is None:
+        raise AuthoringError(list(source.result.diagnostics))
+    project: Project = source.project
+    return project
+
+
+def tool_of(project: Project, tool_id: str, pointer: str | None = None) -> Tool:
+    """The tool ``tool_id`` of ``project``; ``UNKNOWN_TOOL`` naming the tools there are."""
+    tool = project.tool_by_id.get(tool_id)
+    if isinstance(tool, Tool):
+        return tool
+    known = ", ".join(t.id for t in project.tools) or "none"
+    message = f"`{tool_id}` is not a tool of this project (tools: {known})"
+    raise refusal("UNKNOWN_TOOL", message, pointer)
+
+
+def test_failures(
+    report: TestReport, only: Collection[str] | None = None, pass_name: str = ""
+) -> list[Diagnostic]:
+    """A ``TESTS_FAILED`` diagnostic per failing assertion (of the tests ``only`` names)."""
+    return [
+        Diagnostic(
+            code="TESTS_FAILED",
+            pointer=assertion.pointer,
+            message=f"test `{test.id}`: {assertion.subject}: expected "
+            f"{_shown(assertion.expected)}, actual {_shown(assertion.actual)}",
+            pass_name=pass_name,
+        )
+        for test, assertion in report.failures()
+        if only is None or test.id in only
+    ]
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else dumps(value, sort_keys=True)
 
 
 def kind_of(path: str | os.PathLike[str]) -> Kind:
@@ -111,6 +153,8 @@ class Edit:
     diagnostics: tuple[Diagnostic, ...] = ()
     notes: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    project: Project | None = field(default=None, compare=False)
+    """The IR of ``text`` when the edit validates (compiled once, by :func:`checked`)."""
 
     @property
     def ok(self) -> bool:
@@ -138,7 +182,7 @@ def checked(source: ProjectSource, text: str, notes: tuple[str, ...], **details:
     holds the refused text."""
     result = compile_source(text, source.kind)
     if result.ok:
-        return Edit(source, text, (), notes, details)
+        return Edit(source, text, (), notes, details, result.project)
     found = tuple(result.diagnostics)
     intended = document_of(text, source.kind)
     if source.kind == "seif" and intended is not None:
@@ -154,30 +198,38 @@ def refused(source: ProjectSource, error: CompileError) -> Edit:
     return Edit(source, source.text, tuple(error.diagnostics))
 
 
+def rewrite(path: Path, expected: str, new: str, *, newline: str = "\n") -> None:
+    """Replace the text ``expected`` of the file at ``path`` by ``new`` (both with ``\n`` line
+    endings, written with ``newline``), atomically, keeping the file's mode; a symbolic link is
+    followed (its target is replaced, the link stays). ``FILE_CHANGED`` when the file no longer
+    holds ``expected``, ``FILE_UNWRITABLE`` when it cannot be written: nothing is written."""
+    target = path.resolve()
+    try:
+        current = read_raw(target)
+        mode = target.stat().st_mode & 0o777
+    except (AuthoringError, OSError):
+        current, mode = None, 0o644
+    if current is not None and newline != "\n":
+        current = current.replace(newline, "\n")
+    if current != expected:
+        raise refusal(
+            "FILE_CHANGED",
+            f"`{path}` changed since it was read: nothing was written; read it again and "
+            "redo the change",
+        )
+    data = new if newline == "\n" else new.replace("\n", newline)
+    try:
+        write_atomic(target, data.encode("utf-8"), mode=mode)
+    except OSError as exc:
+        message = f"`{path}` cannot be written: {exc.strerror or exc}; nothing was written"
+        raise refusal("FILE_UNWRITABLE", message) from None
+
+
 def save(edit: Edit) -> bool:
-    """Write ``edit`` (True) when it validates and changes the file; refuses with
-    ``FILE_CHANGED`` when the file no longer holds the text the edit was computed from, and
-    ``FILE_UNWRITABLE`` when it cannot be written. A symbolic link is followed: its target is
-    replaced, the link stays."""
+    """Write ``edit`` (True) when it validates and changes the file (:func:`rewrite`: refused
+    with ``FILE_CHANGED`` when the file no longer holds the text the edit was computed from)."""
     if not edit.ok or not edit.changed:
         return False
     source = edit.source
-    path = source.path.resolve()
-    try:
-        current = read_raw(path).replace("\r\n", "\n") if source.newline != "\n" else read_raw(path)
-        mode = path.stat().st_mode & 0o777
-    except (AuthoringError, OSError):
-        current, mode = None, 0o644
-    if current != source.text:
-        raise refusal(
-            "FILE_CHANGED",
-            f"`{source.path}` changed since it was read: nothing was written; read it again and "
-            "redo the change",
-        )
-    data = edit.text if source.newline == "\n" else edit.text.replace("\n", source.newline)
-    try:
-        write_atomic(path, data.encode("utf-8"), mode=mode)
-    except OSError as exc:
-        message = f"`{source.path}` cannot be written: {exc.strerror or exc}; nothing was written"
-        raise refusal("FILE_UNWRITABLE", message) from None
+    rewrite(source.path, source.text, edit.text, newline=source.newline)
     return True

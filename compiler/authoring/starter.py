@@ -26,8 +26,13 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from compiler.authoring.bindings import DEFAULT_MAX_BYTES, EXECUTOR_CONTRACT, secret_env
-from compiler.authoring.source import AuthoringError, refusal
+from compiler.authoring.bindings import (
+    DEFAULT_MAX_BYTES,
+    EXECUTOR_CONTRACT,
+    placeholder_binding,
+    secret_env,
+)
+from compiler.authoring.source import AuthoringError, refusal, tool_of
 from policy.ir import Project, Tool
 from policy.jsonvalue import thaw
 from policy.strictjson import dump_bytes
@@ -58,6 +63,17 @@ class StarterResult:
     files: tuple[str, ...]
     run: str
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "lang": self.lang,
+            "toolId": self.tool_id,
+            "version": self.version,
+            "contractDigest": self.contract_digest,
+            "files": list(self.files),
+            "run": self.run,
+        }
+
 
 def contract_document(tool: Tool) -> dict[str, Any]:
     """The generated ``contract.json``: everything the static server reads at start."""
@@ -79,12 +95,7 @@ def contract_document(tool: Tool) -> dict[str, Any]:
 def binding_entry(tool: Tool, port: int = DEFAULT_PORT) -> dict[str, Any]:
     """The bindings entry of a starter on this machine: its root URL, the secret's variable,
     the tool's declared timeout and the default byte limit (docs/runtime-config.md)."""
-    return {
-        "endpoint": f"http://127.0.0.1:{port}",
-        "secretRef": f"env:{secret_env(tool.id)}",
-        "timeoutMs": tool.timeout_ms,
-        "maxBytes": DEFAULT_MAX_BYTES,
-    }
+    return {**placeholder_binding(tool), "endpoint": f"http://127.0.0.1:{port}"}
 
 
 def _placeholders(tool: Tool, lang: str) -> dict[str, str]:
@@ -140,14 +151,6 @@ def starter_files(tool: Tool, lang: str) -> dict[str, bytes]:
 
 
 # --- checks ------------------------------------------------------------------------------------
-
-
-def _tool(project: Project, tool_id: str) -> Tool:
-    tool = project.tool_by_id.get(tool_id)
-    if isinstance(tool, Tool):
-        return tool
-    known = ", ".join(t.id for t in project.tools) or "none: the build declares no tool"
-    raise refusal("UNKNOWN_TOOL", f"no tool `{tool_id}` in this build; its tools: {known}")
 
 
 def _check_lang(lang: str) -> None:
@@ -209,7 +212,7 @@ def write_starter(project: Project, tool_id: str, lang: str, out: Path) -> Start
     Raises :class:`~compiler.authoring.source.AuthoringError`: ``UNKNOWN_TOOL`` (its message
     names the tools there are), ``STARTER_LANG_UNKNOWN``, ``OUT_REFUSED`` (``out`` exists and is
     not an empty folder, or cannot be written; nothing was written)."""
-    tool = _tool(project, tool_id)
+    tool = tool_of(project, tool_id)
     _check_lang(lang)
     out = Path(out)
     _check_out(out)

@@ -18,9 +18,9 @@ from typing import Any
 
 from aiohttp import web
 
-from compiler.authoring.checkcall import check_call
+from compiler.authoring.checkcall import FIXTURE_MODES, check_call
 from compiler.authoring.protect import protect_tool
-from compiler.authoring.show import show_tool
+from compiler.authoring.show import show_tools
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
 from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_tool
 from compiler.diagnostics import CompileError
@@ -30,7 +30,6 @@ from servers.http import wire
 from servers.runtime.errors import HttpError
 
 Compute = Callable[[Workspace, dict[str, Any]], dict[str, Any]]
-FIXTURES = ("current", "project")
 
 NEW: Shape = {
     "template": ("id", True),
@@ -108,7 +107,7 @@ def _protect(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
 
 def _check_call(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
     fixtures = body["fixtures"] or "current"
-    if fixtures not in FIXTURES:
+    if fixtures not in FIXTURE_MODES:
         raise wire.bad_request("`fixtures` must be `current` or `project`")
     return check_call(
         load_source(ws.project),
@@ -152,25 +151,18 @@ def overview(ws: Workspace) -> dict[str, Any]:
 
 def _cards(source: ProjectSource, bindings: dict[str, Any] | None) -> list[dict[str, Any]]:
     """A card per tool; only the ids when the file does not validate (its diagnostics say why)."""
-    ids = _ids(source.document.get("tools"))
     if source.project is None:
-        return [{"id": tool_id} for tool_id in ids]
-    return [_card(source, tool_id, bindings) for tool_id in ids]
+        return [{"id": tool_id} for tool_id in _ids(source.document.get("tools"))]
+    return [
+        {"id": card["tool"]["id"], "description": card["tool"]["description"], **card}
+        for card in show_tools(source, bindings)
+    ]
 
 
 def _ids(items: Any) -> list[str]:
     if not isinstance(items, list):
         return []
     return [i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)]
-
-
-def _card(source: ProjectSource, tool_id: str, bindings: dict[str, Any] | None) -> dict[str, Any]:
-    try:
-        report = show_tool(source, tool_id=tool_id, bindings=bindings)
-    except CompileError as exc:
-        return {"id": tool_id, "diagnostics": [d.to_json() for d in exc.diagnostics]}
-    declared = source.project.tool_by_id.get(tool_id)
-    return {"id": tool_id, "description": getattr(declared, "description", None), **report}
 
 
 def _bindings(ws: Workspace) -> dict[str, Any] | None:

@@ -22,8 +22,7 @@ from typing import Any
 from compiler.authoring import jsontext
 from compiler.authoring.bindings import json_bytes, placeholder_endpoint
 from compiler.authoring.release import CONFIGURED_NOT_READY, bindings_problems
-from compiler.authoring.source import AuthoringError, load_source, refusal
-from compiler.build import write_atomic
+from compiler.authoring.source import AuthoringError, compiled, load_source, refusal, rewrite
 from compiler.pointer import join
 from policy import ir
 from policy.strictjson import JsonError, loads
@@ -55,18 +54,10 @@ def _unresolved_keychain(_service: str, name: str) -> str:
     return f"unresolved keychain:{name}"
 
 
-def compiled(project: Path) -> ir.Project:
-    source = load_source(project)
-    if source.project is None:
-        raise AuthoringError(source.result.diagnostics)
-    declared: ir.Project = source.project
-    return declared
-
-
 def read(path: Path) -> tuple[str, dict[str, Any]]:
     """The bindings file's text and document; refuses one that is not a bindings file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # exactly: `rewrite` compares it
         document = loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or "not UTF-8 text"
@@ -113,7 +104,7 @@ def _diagnostic(problem: Problem) -> dict[str, Any]:
 
 def form(project: Path, path: Path) -> dict[str, Any]:
     """The form of the bindings file at ``path``: a row per tool of the project."""
-    declared = compiled(project)
+    declared = compiled(load_source(project))
     text, document = read(path)
     return _form(declared, path, document, problems_of(path, text, declared))
 
@@ -191,7 +182,7 @@ def save(
     project: Path, path: Path, tool_id: str, endpoint: str, secret_ref: str | None
 ) -> dict[str, Any]:
     """Set one tool's endpoint and secretRef; written only when the loader accepts it."""
-    declared = compiled(project)
+    declared = compiled(load_source(project))
     if declared.tool(tool_id) is None:
         message = f"`{tool_id[:64]}` is not a tool of the project"
         raise refusal("UNKNOWN_TOOL", message, join("/tools", tool_id))
@@ -207,22 +198,6 @@ def save(
         raise HttpError(
             422, "BINDING_INVALID", message, diagnostics=[_diagnostic(p) for p in blocking]
         )
-    _write(path, text, new)
+    rewrite(path, text, new)
     result = _form(declared, path, loads(new), found)
     return {**result, "saved": tool_id}
-
-
-def _write(path: Path, before: str, new: str) -> None:
-    try:
-        current = path.read_text(encoding="utf-8")
-        mode = path.stat().st_mode & 0o777
-    except (OSError, UnicodeDecodeError):
-        current, mode = None, 0o644
-    if current != before:
-        message = f"`{path}` changed since it was read: nothing was written; open it again"
-        raise refusal("FILE_CHANGED", message)
-    try:
-        write_atomic(path.resolve(), new.encode("utf-8"), mode=mode)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise refusal("FILE_UNWRITABLE", f"`{path}` cannot be written: {reason}") from None

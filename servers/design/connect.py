@@ -11,14 +11,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from compiler.authoring.release import NOTHING_PROMOTED, prepare_release
-from compiler.authoring.source import AuthoringError, load_source
+from compiler.authoring.source import AuthoringError, compiled, load_source
 from compiler.authoring.starter import write_starter
 from servers.design import bindingform
 from servers.design.actions import operation
@@ -43,34 +42,10 @@ def local_path(text: str, name: str) -> Path:
     return Path(text.strip()).expanduser()
 
 
-def plain(value: Any) -> Any:
-    """A result dataclass as JSON: camelCase keys, paths as text, tuples as lists."""
-    to_json = getattr(value, "to_json", None)
-    if callable(to_json):
-        return to_json()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {_camel(f.name): plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    return value
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
-
-
 def _starter(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
     out = local_path(body["out"], "out")
-    source = load_source(ws.project)
-    if source.project is None:
-        raise AuthoringError(source.result.diagnostics)
-    result = write_starter(source.project, body["tool"], body["lang"], out)
-    return {"ok": True, **plain(result)}
+    result = write_starter(compiled(load_source(ws.project)), body["tool"], body["lang"], out)
+    return {"ok": True, **result.to_json()}
 
 
 def _release(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
