@@ -8,6 +8,7 @@ produced it.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,16 @@ class Collector:
 
     def __bool__(self) -> bool:
         return bool(self.items)
+
+
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """``; did you mean `x`?`` naming the known name closest to ``value`` (itself when it is
+    one), or ``""`` when none is close: the one spelling of that hint, for every message."""
+    names = sorted(known)
+    if value in names:
+        return f"; did you mean `{value}`?"
+    close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def render_text(diagnostic: Diagnostic, filename: str, source: str | None = None) -> str:

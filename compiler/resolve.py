@@ -6,11 +6,10 @@ the structure pass already.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from compiler.diagnostics import Collector
+from compiler.diagnostics import Collector, did_you_mean
 from compiler.pointer import join
 from policy.reasons import REASON_CODES
 
@@ -90,15 +89,10 @@ def _ref(
     value = _str(node, key)
     if value is not None and value not in known:
         out.error(
-            code, join(pointer, key), f"{what} `{value}` is not declared{_hint(value, known)}"
+            code,
+            join(pointer, key),
+            f"{what} `{value}` is not declared{did_you_mean(value, known)}",
         )
-
-
-def _hint(value: str, known: set[str]) -> str:
-    if value in known:  # the upper-case spelling of a lower-case code
-        return f"; did you mean `{value}`?"
-    close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def _check_rules(profile: Mapping[str, Any], pointer: str, tools: set[str], out: Collector) -> None:
@@ -135,11 +129,9 @@ def _check_fixture_keys(
                         f"missing key `{needed}`: a READY fixture names the contract it serves",
                     )
         if tool_id not in tools:
-            out.error(
-                "UNKNOWN_TOOL",
-                join(pointer, tool_id),
-                f"fixture for tool `{tool_id}`, which is not declared{_hint(tool_id, tools)}",
-            )
+            hint = did_you_mean(tool_id, tools)
+            message = f"fixture for tool `{tool_id}`, which is not declared{hint}"
+            out.error("UNKNOWN_TOOL", join(pointer, tool_id), message)
 
 
 def _check_tests(doc: Mapping[str, Any], tools: set[str], out: Collector) -> None:
@@ -175,13 +167,15 @@ def _check_expectation(
                 out.error(
                     "UNKNOWN_CONTEXT_MESSAGE",
                     mp,
-                    f"context message `{mid}` is not declared{_hint(mid, messages)}",
+                    f"context message `{mid}` is not declared{did_you_mean(mid, messages)}",
                 )
     section = expect.get("tools")
     for key in ("include", "exclude"):
         for tp, tid in _id_list(section, key, join(pointer, "tools")):
             if tid not in tools:
-                out.error("UNKNOWN_TOOL", tp, f"tool `{tid}` is not declared{_hint(tid, tools)}")
+                out.error(
+                    "UNKNOWN_TOOL", tp, f"tool `{tid}` is not declared{did_you_mean(tid, tools)}"
+                )
     for cp, call in items(section, "calls", join(pointer, "tools")):
         _ref(call, "tool", tools, "UNKNOWN_TOOL", "tool", cp, out)
         reason = _str(call, "reason")
@@ -194,5 +188,5 @@ def _known_reason(code: str, pointer: str, out: Collector) -> None:
         out.error(
             "UNKNOWN_REASON_CODE",
             pointer,
-            f"`{code}` is not a reason code{_hint(code.upper(), set(REASON_CODES))}",
+            f"`{code}` is not a reason code{did_you_mean(code.upper(), set(REASON_CODES))}",
         )

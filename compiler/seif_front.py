@@ -6,10 +6,9 @@ diagnostic carries the line and column where its element was written, as well as
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import replace
 
-from compiler.diagnostics import Diagnostic
+from compiler.diagnostics import Diagnostic, did_you_mean
 from compiler.seif_parse import Parsed, SeifSyntaxError, parse_seif
 
 PASS = "parse"
@@ -49,5 +48,4 @@ SCHEMA_OPTIONS = (
 
 def _option_hint(diagnostic: Diagnostic) -> str:
     written = (diagnostic.pointer or "").rsplit("/", 1)[-1]
-    near = difflib.get_close_matches(written, SCHEMA_OPTIONS, n=1, cutoff=0.6)
-    return f"; did you mean `{near[0]}`?" if near and near[0] != written else ""
+    return "" if written in SCHEMA_OPTIONS else did_you_mean(written, SCHEMA_OPTIONS)

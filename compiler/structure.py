@@ -7,11 +7,10 @@ and are written defensively so that one pass reports everything it can.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from compiler.diagnostics import Collector
+from compiler.diagnostics import Collector, did_you_mean
 from compiler.pointer import join
 from policy.codec import FieldSpec, Kind, field_table
 from policy.constraints import Exactly, JsonAny, JsonObject, Length, OneOf, Pattern, Range
@@ -54,8 +53,7 @@ def check_node(cls: type, value: Any, pointer: str, out: Collector) -> None:
 
 
 def _unknown_key_message(k: str, by_key: Mapping[str, FieldSpec]) -> str:
-    close = difflib.get_close_matches(k, list(by_key), n=1, cutoff=0.6)
-    hint = f"; did you mean `{close[0]}`?" if close else ""
+    hint = did_you_mean(k, by_key)
     allowed = ", ".join(f"`{x}`" for x in by_key)
     return f"unknown key `{k}`{hint} (allowed here: {allowed})"
 

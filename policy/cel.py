@@ -21,11 +21,11 @@ from typing import Any
 from lark import Token, Tree
 
 from policy.celfast import (
+    MACROS,
     CelCompileError,
     CelEvalError,
     Program,
-    compile_tree,
-    iterates,
+    compile_program,
     parse_quoted,
 )
 from policy.celfunctions import FUNCTIONS, METHODS
@@ -34,7 +34,6 @@ MAX_LENGTH = 1024
 MAX_DEPTH = 200
 """Parse levels at most (the compiler's and the evaluator's recursion stay far from Python's)."""
 MAX_MACRO_NESTING = 2
-MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 STAGE_IDENTIFIERS = {
     "disclosure": frozenset({"context"}),
     "call": frozenset({"args", "context", "call"}),
@@ -253,9 +252,7 @@ def compile_expression(text: str, stage: str) -> CompiledExpression:
     problems = check_expression(text, stage)
     if problems:
         raise ValueError(f"{problems[0].code}: {problems[0].message}")
-    tree, quoted = parse_quoted(text)
-    program = Program(text, compile_tree(tree, quoted), iterates=iterates(tree))
-    return CompiledExpression(text, stage, program)
+    return CompiledExpression(text, stage, compile_program(text))
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,11 +116,6 @@ def unquote_fields(text: str) -> tuple[str, dict[str, str]]:
     return "".join(out), names
 
 
-def parse(text: str) -> Any:
-    """cel-python's parse tree of ``text`` (``CelCompileError`` ``CEL_SYNTAX``)."""
-    return parse_quoted(text)[0]
-
-
 @lru_cache(maxsize=1024)
 def parse_quoted(text: str) -> tuple[Any, dict[str, str]]:
     """The parse tree of ``text`` and the backquoted names its stand-ins hold (one parse per

@@ -17,12 +17,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from seif import __version__
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, warn
-from seif.proof_processes import StepFailed
-from seif.proof_steps import STEPS, Delivery
+
+if TYPE_CHECKING:  # the steps (and aiohttp with them) load only when `seif prove` runs
+    from seif.proof_steps import Delivery
 
 FORMAT = "seif.proof-evidence.v1"
 UNMEASURED = ["setup effort", "answer quality improvement", "saved labor"]
@@ -38,6 +39,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
+    from seif.proof_steps import Delivery  # noqa: PLC0415  # not at `seif` start-up
+
     output = Path(args.output).resolve()
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -64,6 +67,9 @@ def _interrupted(_signum: int, _frame: object) -> None:
 
 def run_proof(delivery: Delivery, out: TextIO) -> dict[str, Any]:
     """Run the steps until one fails; the evidence document. Stops every process it started."""
+    from seif.proof_processes import StepFailed  # noqa: PLC0415  # not at `seif` start-up
+    from seif.proof_steps import STEPS  # noqa: PLC0415
+
     checks: list[dict[str, Any]] = []
     failed: str | None = None
     try:
@@ -110,6 +116,8 @@ def write_evidence(path: Path, evidence: dict[str, Any]) -> None:
 
 
 def summary(evidence: dict[str, Any], output: Path, *, kept: bool, out: TextIO) -> None:
+    from seif.proof_steps import STEPS  # noqa: PLC0415  # not at `seif` start-up
+
     passed = sum(c["ok"] for c in evidence["checks"])
     verdict = "proved" if evidence["ok"] else f"FAILED at `{evidence['failedStep']}`"
     out.write(f"\n{verdict}: {passed}/{len(STEPS)} checks, build {evidence['buildDigest']}\n")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -227,3 +229,15 @@ def test_every_option_of_every_command_says_what_it_is() -> None:
 
     walk(build_parser(), [])
     assert bare == []
+
+
+def test_the_command_line_starts_without_the_server_framework() -> None:
+    """Every `seif` command builds the whole parser first: it must not load aiohttp (nor the
+    proof's steps), which only the servers, the SDK and `seif prove` need."""
+    probe = (
+        "import sys; from seif.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('aiohttp', 'seif.proof_steps', 'compiler.authoring.release') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -263,7 +263,8 @@ def test_a_schema_1_store_is_migrated_and_reconciled_from_the_whole_log(tmp_path
     store = Store.open(tmp_path / "dispatch.sqlite")
     store.close()
     db = sqlite3.connect(tmp_path / "dispatch.sqlite")
-    db.execute("DROP TABLE log_mark")
+    db.execute("DROP TABLE log_mark")  # as a version 1 store was: no mark, no owners
+    db.execute("ALTER TABLE contexts DROP COLUMN credential_id")
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()

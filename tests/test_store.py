@@ -814,7 +814,8 @@ def test_schema_1_gets_the_mark_at_0(tmp_path: Path) -> None:
     path = tmp_path / "dispatch.sqlite"
     _filled(path)
     db = sqlite3.connect(path)
-    db.execute("DROP TABLE log_mark")
+    db.execute("DROP TABLE log_mark")  # as a version 1 store was: no mark, no owners
+    db.execute("ALTER TABLE contexts DROP COLUMN credential_id")
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()

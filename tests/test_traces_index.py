@@ -249,6 +249,15 @@ def test_an_evicted_context_over_http_while_health_answers(tmp_path: Path) -> No
             assert all(isinstance(r, int) for r in s.prepared.log.write_now(records))
             recent = [(await s.resolve())["contextRef"] for _ in range(2)]
             assert s.prepared.log.bound_traces(2, 1000) == (2, 2)  # `old` is dropped
+            log_of = s.prepared.log
+            scanned_in: list[int] = []
+            scan = log_of.trace
+
+            def recorded_scan(context_ref: str) -> list[dict[str, Any]]:
+                scanned_in.append(threading.get_ident())
+                return scan(context_ref)
+
+            log_of.trace = recorded_scan  # type: ignore[method-assign]  # observes the thread
             stop_at = threading.Event()
             pinger = asyncio.ensure_future(_pings(s.runtime, stop_at))
             await asyncio.sleep(0.05)
@@ -263,9 +272,11 @@ def test_an_evicted_context_over_http_while_health_answers(tmp_path: Path) -> No
             expected = [r for r in read_records(log) if r.get("contextRef") == old]
             assert answer == {"contextRef": old, "events": expected}
             assert len(expected) > BIG // 10
+            log_of.trace = scan  # type: ignore[method-assign]
+            # the scan ran in a reader thread, never in the event loop's, and the loop answered
+            # health checks meanwhile (how many depends on the machine's load: at least one)
+            assert scanned_in and threading.get_ident() not in scanned_in, scanned_in
             during = [b for a, b in spans if a >= started and b <= ended]
-            # the loop answered health checks while the scan ran in the reader thread (how many
-            # depends on the machine's load: at least one)
             assert len(during) >= 1, (len(spans), ended - started)
             denied = await s.execute(old, "inspect-context", "late-1", READ_ARGS)
             assert denied["status"] in ("SUCCEEDED", "DENIED")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from servers.config.files import (
-    APPROVAL_ENV,
     ConfigError,
     Credential,
     Credentials,
@@ -24,6 +23,7 @@ from servers.config.files import (
     _Check,
     _endpoint_problems,
     _same,
+    approval_token,
     load_entries,
 )
 
@@ -68,21 +68,15 @@ def _token(value: Any, pointer: str, check: _Check) -> str | None:
 def runner_token(env: Mapping[str, str], approvers: Credentials) -> str:
     """``SEIF_CONTEXT_TOOL_APPROVAL_TOKEN``, which the approval server holds for the runtime:
     required, and distinct from every approver's token (compared in constant time)."""
-    token = env.get(APPROVAL_ENV) or ""
-    clash = False
-    for credential in approvers:
-        clash = _same(token, credential.token) | clash
-    if not token:
-        problem = ("APPROVAL_TOKEN_MISSING", "set it to the runner approval token")
-    elif clash:
-        owners = [c.id for c in approvers if _same(token, c.token)]
-        problem = (
-            "APPROVER_TOKEN_NOT_DISTINCT",
-            f"approver `{owners[0]}` has the runner approval token; give the approver its own",
-        )
-    else:
-        return token
-    raise ConfigError([Problem(problem[0], f"${APPROVAL_ENV}", "", problem[1])])
+
+    def clash(token: str) -> tuple[str, str]:
+        owner = next(c.id for c in approvers if _same(token, c.token))
+        message = f"approver `{owner}` has the runner approval token; give the approver its own"
+        return "APPROVER_TOKEN_NOT_DISTINCT", message
+
+    token = approval_token(env, approvers, required=True, clash=clash)
+    assert token is not None  # required: a missing one is refused
+    return token
 
 
 def runtime_url(text: str) -> str:

@@ -8,7 +8,6 @@ names; no secret value appears in a message, a repr or an exception (docs/runtim
 
 from __future__ import annotations
 
-import difflib
 import hmac
 import ipaddress
 import os
@@ -24,7 +23,7 @@ from urllib.parse import urlsplit
 import blake3
 import keyring
 
-from compiler.diagnostics import Collector
+from compiler.diagnostics import Collector, did_you_mean
 from compiler.parse import parse_json_text, read_text
 from compiler.pointer import join
 from compiler.structure import json_type
@@ -438,8 +437,7 @@ def _tool_binding(
     tool = project.tool(tool_id)
     if tool is None:
         ids = sorted(t.id for t in project.tools)
-        near = difflib.get_close_matches(tool_id, ids, n=1, cutoff=0.6)
-        hint = f"; did you mean `{near[0]}`?" if near else f"; the build declares {_ids(ids)}"
+        hint = did_you_mean(tool_id, ids) or f"; the build declares {_ids(ids)}"
         check.error("UNKNOWN_TOOL", pointer, f"tool {_show(tool_id)} is not declared{hint}")
     optional = ("secretRef", "timeoutMs", "maxBytes", "caFile")
     item = check.object(value, pointer, ("endpoint",), optional)
@@ -546,18 +544,28 @@ def _is_loopback(host: str) -> bool:
 
 # The approval token.
 def approval_token(
-    env: Mapping[str, str], credentials: Credentials, *, required: bool
+    env: Mapping[str, str],
+    credentials: Credentials,
+    *,
+    required: bool,
+    clash: Callable[[str], tuple[str, str]] | None = None,
 ) -> str | None:
-    """``SEIF_CONTEXT_TOOL_APPROVAL_TOKEN``, distinct from every application token."""
+    """``SEIF_CONTEXT_TOOL_APPROVAL_TOKEN``, distinct from every token of ``credentials``
+    (compared in constant time); ``clash`` gives the (code, message) of a token one of them has
+    (default: an application credential's)."""
     token = env.get(APPROVAL_ENV) or None
-    clash = False
+    clashes = False
     for other in credentials.tokens():
-        clash = _same(token or "", other) | clash
+        clashes = _same(token or "", other) | clashes
     refused = None
     if token is None and required:
         refused = ("APPROVAL_TOKEN_MISSING", "set it to the runner approval token")
-    elif token is not None and clash:
-        refused = ("APPROVAL_TOKEN_NOT_DISTINCT", "use a token no application credential has")
+    elif token is not None and clashes:
+        refused = (
+            clash(token)
+            if clash is not None
+            else ("APPROVAL_TOKEN_NOT_DISTINCT", "use a token no application credential has")
+        )
     if refused is not None:
         raise ConfigError([Problem(refused[0], f"${APPROVAL_ENV}", "", refused[1])])
     return token

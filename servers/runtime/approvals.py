@@ -18,7 +18,7 @@ from policy.decision import Decision
 from policy.state import Call
 from servers.runtime import events
 from servers.runtime.errors import HttpError
-from servers.runtime.pending import UNKNOWN_OWNER, PendingCalls, waiting
+from servers.runtime.pending import PendingCalls, waiting
 from servers.runtime.values import Pending
 from servers.store.dispatch import ApprovalRow, ContextRow
 
@@ -74,14 +74,25 @@ class Approvals:
             tool, call_id = request["tool"], request["callId"]
             if await self._was_rejected(row.context_ref, call_id):
                 raise HttpError(409, "CALL_REJECTED", "the call was rejected: it is not approvable")
-            if self.store.intent(row.context_ref, call_id) is not None or any(
-                a.call_id == call_id and a.fingerprint == fp and a.expires_at > now
-                for a in self.store.approvals(row.context_ref)
-            ):
+            if self._decided(row, call_id, now, fp):
                 raise HttpError(
                     409, "CALL_DECIDED", "these exact arguments are approved, or the call has run"
                 )
             return await self._approve(row, tool, call_id, fp, now, approver)
+
+    def _decided(
+        self, row: ContextRow, call_id: str, now: int, fingerprint: str | None = None
+    ) -> bool:
+        """Whether the call has run, or has an unexpired approval (of these exact arguments,
+        given their ``fingerprint``)."""
+        if self.store.intent(row.context_ref, call_id) is not None:
+            return True
+        return any(
+            a.call_id == call_id
+            and a.expires_at > now
+            and (fingerprint is None or a.fingerprint == fingerprint)
+            for a in self.store.approvals(row.context_ref)
+        )
 
     def _decidable(self, request: Mapping[str, Any]) -> tuple[ContextRow, str, int]:
         """The live context of an approve or reject, the arguments' fingerprint, and now."""
@@ -147,10 +158,7 @@ class Approvals:
             key = (row.context_ref, call_id)
             if await self._was_rejected(row.context_ref, call_id):
                 raise HttpError(409, "CALL_REJECTED", "the call was rejected already")
-            if self.store.intent(row.context_ref, call_id) is not None or any(
-                a.call_id == call_id and a.expires_at > now
-                for a in self.store.approvals(row.context_ref)
-            ):
+            if self._decided(row, call_id, now):
                 raise HttpError(409, "CALL_DECIDED", "the call was approved or has run already")
             self.pending.rejected(key)  # remembered first: from now on it is not approvable
             await self._log(
@@ -249,8 +257,7 @@ class Approvals:
 
     def _log_soon(self, context_ref: str, **fields: Any) -> None:
         """Log ``APPROVAL_EXPIRED`` from a sweep (a plain call): a task the drain waits for."""
-        row = self.store.context(context_ref)
-        coords = row.coordinates if row is not None else {}
+        coords = self._coordinates(context_ref)
         task = asyncio.ensure_future(self._log("APPROVAL_EXPIRED", context_ref, coords, **fields))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -271,7 +278,8 @@ class Approvals:
         now = self.clock()
         item = waiting(row.context_ref, call, decision, now, row.expires_at)
         if item is not None:
-            self.pending.add(item, now, row.credential_id or UNKNOWN_OWNER)
+            assert row.credential_id is not None  # execute reached it through `owned_row`
+            self.pending.add(item, now, row.credential_id)
             self.pending.keep_swept(self.clock)
 
     def _forget_exhausted(self, context_ref: str, tool_id: str) -> None:

@@ -5,8 +5,8 @@ is held so that ``GET /v1/context/tools/pending`` can show the approver its exac
 Its arguments are held as their compact JSON encoding (bytes, decoded again only to be listed),
 so the memory they take is their counted length, whatever their shape. A call is held only
 while it is approvable, and never beyond these bounds, each call counted against the
-credential that resolved its context (its *owner*, stored with the context; a context stored by
-an older runtime names none, and its calls share the one owner :data:`UNKNOWN_OWNER`):
+credential that resolved its context (its *owner*, stored with the context; a context that names
+none is owned by no credential, so no call of it can be made, nor held):
 
 - :data:`PER_CONTEXT` calls per context, that context's oldest request dropped first (a repeat
   of a call counts as a new request);
@@ -55,9 +55,6 @@ MAX_ONE_BYTES = 1 << 20
 SWEEP_EVERY_S = 1.0
 """How often the runtime drops expired calls when nothing else does (wall time; the expiry
 itself is judged by the runtime's injected clock)."""
-UNKNOWN_OWNER = ""
-"""The owner of the calls of a context that names no resolving credential (credential ids are
-never empty)."""
 
 Key = tuple[str, str]
 _Due = tuple[int, int, Key]

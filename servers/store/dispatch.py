@@ -94,6 +94,14 @@ _HAS_ROWS = " OR ".join(
 )
 
 
+MIGRATIONS = {
+    0: SCHEMA + LOG_MARK_SCHEMA,  # a new file: the whole schema (contexts with their owners)
+    1: LOG_MARK_SCHEMA + OWNER_SCHEMA,
+    2: OWNER_SCHEMA,
+}
+"""What brings a store of each older schema version to :data:`SCHEMA_VERSION`."""
+
+
 class _LogMark:
     """The batch hook that keeps the store's mark of the decision log: the last seq the log
     had made durable when a batch began. Every record up to it is in the log, so a log that
@@ -256,17 +264,15 @@ class Store:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
-        if version not in (0, 1, 2):
+        steps = MIGRATIONS.get(version)
+        if steps is None:
             raise StoreError(
                 f"`{self.path}` has schema version {version}, not {SCHEMA_VERSION}"
                 " (written by a newer runtime?)"
             )
-        steps = {0: SCHEMA + LOG_MARK_SCHEMA, 1: LOG_MARK_SCHEMA, 2: ""}[version]
         for statement in steps.split(";"):
             if statement.strip():
                 db.execute(statement)
-        if "credential_id" not in {r[1] for r in db.execute("PRAGMA table_info(contexts)")}:
-            db.execute(OWNER_SCHEMA)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # contexts
