@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from policy.strictjson import loads
-from seif import proof_steps, prove
+from seif import proof_steps
 from seif.cli import main
 from seif.proof_steps import STEPS, Delivery
 
@@ -48,7 +48,7 @@ def _prove(monkeypatch: pytest.MonkeyPatch, output: Path, *extra: str) -> tuple[
     """``seif prove`` in process, its delivery directory made under ``output``'s directory
     (pytest's, outside the repository, removed with it)."""
     Recorded.made.clear()
-    monkeypatch.setattr(prove, "Delivery", Recorded)
+    monkeypatch.setattr(proof_steps, "Delivery", Recorded)  # `seif prove` loads it from there
     monkeypatch.setattr(tempfile, "tempdir", str(output.parent))
     code = main(["prove", "--output", str(output), *extra])
     return code, loads(output.read_bytes())
