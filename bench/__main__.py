@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "sdk": "bench.sdk",
     "cel": "bench.cel",
     "language": "bench.language",
+    "mcp": "bench.mcp",
 }
 """Benchmark name to the module that runs it."""
 

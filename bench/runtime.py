@@ -309,6 +309,12 @@ class Phase:
     elapsed_ns: int
 
 
+AnswerCheck = Callable[[int, str, bytes], str | None]
+"""An answer's HTTP status, content type and body to None (as expected) or what was wrong."""
+Request = tuple[str, str, dict[str, str] | None, bytes, AnswerCheck]
+"""One request: method, URL, headers (None: the session's), body and the check of its answer."""
+
+
 async def _phase(
     session: Any,
     url: str,
@@ -317,6 +323,24 @@ async def _phase(
     connections: int,
     duration_s: float,
     check: Check,
+) -> Phase:
+    """:func:`closed_loop` of POSTs of ``body_for(i)`` to ``url``."""
+
+    def checked(status: int, _kind: str, data: bytes) -> str | None:
+        return check(status, data)
+
+    def request_for(i: int) -> Request:
+        return "POST", url, None, body_for(i), checked
+
+    return await closed_loop(session, request_for, indices, connections, duration_s)
+
+
+async def closed_loop(
+    session: Any,
+    request_for: Callable[[int], Request],
+    indices: range,
+    connections: int,
+    duration_s: float,
 ) -> Phase:
     """Closed loop: ``connections`` workers take the next index until ``indices`` or the
     duration runs out, each waiting for its answer before sending again."""
@@ -334,17 +358,17 @@ async def _phase(
             if time.perf_counter() >= deadline:
                 return
             sent += 1
-            body = body_for(i)
+            method, url, headers, body, check = request_for(i)
             start = time.perf_counter_ns()
             try:
-                async with session.post(url, data=body) as response:
+                async with session.request(method, url, data=body, headers=headers) as response:
                     data = await response.read()
-                    status = response.status
+                    status, kind = response.status, response.headers.get("Content-Type", "")
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 errors[type(exc).__name__] += 1
                 continue
             took = time.perf_counter_ns() - start
-            problem = check(status, data)
+            problem = check(status, kind, data)
             if problem is None:
                 latencies.append(took)
             else:

@@ -109,11 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--write-timeout",
-        type=_write_seconds,
+        type=_up_to_300_seconds,
         default=10.0,
         metavar="SECONDS",
         help="time a client may take none of a pending answer before its connection is "
         "aborted, more than 0 and at most 300 (default 10)",
+    )
+    serve.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also serve MCP (Streamable HTTP) at /mcp/{objective} (docs/mcp.md)",
+    )
+    serve.add_argument(
+        "--mcp-approval-wait",
+        type=_up_to_300_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long an MCP tools/call waits for a human's approval, more than 0 and at "
+        "most the approval window, 300 (default 120)",
     )
     serve.set_defaults(run=_serve)
     add_approval_parser(sub)  # `seif approval-server`
@@ -193,7 +206,7 @@ def _header_seconds(text: str) -> float:
     return value
 
 
-def _write_seconds(text: str) -> float:
+def _up_to_300_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -34,6 +35,9 @@ RESERVED_DESCRIPTORS = 64
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "mcp", False) and args.require_turn:
+        warn("seif serve: --mcp cannot be served with --require-turn: MCP clients start no turns")
+        return EXIT_USAGE
     try:
         prepared = prepare(
             build_dir=args.build,
@@ -57,7 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             warn(f"{exc.file}: remedy: {exc.remedy}")
         return EXIT_USAGE
     try:
-        run_loop(_serve(prepared, args.host, args.port, _limits(args)))
+        run_loop(_serve(prepared, args, _limits(args)))
     except OSError as exc:
         warn(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return EXIT_USAGE
@@ -151,12 +155,19 @@ def _descriptors_for(connections: int) -> int:
     return max(1, (soft - RESERVED_DESCRIPTORS) // 2)
 
 
-async def _serve(prepared: Prepared, host: str, port: int, limits: Limits) -> None:
+async def _serve(prepared: Prepared, args: argparse.Namespace, limits: Limits) -> None:
     from seif.serve_status import announce, readiness  # noqa: PLC0415
 
     announce(prepared, warn)
     app = create_app(prepared)
-    await serve_app(app, "runtime", host, port, limits, lambda: readiness(app, warn))
+    if getattr(args, "mcp", False):
+        from servers.mcp.app import McpOptions, mount  # noqa: PLC0415 -- loads the mcp SDK
+
+        mount(app, McpOptions(approval_wait_s=args.mcp_approval_wait))
+        warn("seif serve: MCP at /mcp/{objective} (docs/mcp.md)")
+    gc.collect()
+    gc.freeze()  # what start-up made lives as long as the process: no collection scans it
+    await serve_app(app, "runtime", args.host, args.port, limits, lambda: readiness(app, warn))
 
 
 async def serve_app(

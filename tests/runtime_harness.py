@@ -365,6 +365,7 @@ async def runtime_stack(
     require_turn: bool = False,
     clock: Clock = wall_clock,
     limits: Limits | None = None,
+    mcp: Any = None,
 ) -> AsyncIterator[Stack]:
     """The runtime (``prepare`` + ``create_app``) of ``config`` on a loopback port, with the
     executor ``executor_app`` at ``executor_url``; under ``limits`` it is served as `seif serve`
@@ -372,6 +373,10 @@ async def runtime_stack(
     prepared = prepare_config(config, env=env, require_turn=require_turn, clock=clock)
     try:
         app = create_app(prepared)
+        if mcp is not None:  # servers.mcp.app.McpOptions: MCP mounted, as `seif serve --mcp`
+            from servers.mcp.app import mount
+
+            mount(app, mcp)
         async with contextlib.AsyncExitStack() as held:
             guarded = None
             if limits is None:
@@ -396,8 +401,10 @@ async def running_stack(
     env: Mapping[str, str] | None = None,
     bindings_extra: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
+    mcp: Any = None,
 ) -> AsyncIterator[Stack]:
-    """An executor and a runtime (``prepare`` + ``create_app``) on loopback ports."""
+    """An executor and a runtime (``prepare`` + ``create_app``) on loopback ports; with
+    ``mcp`` (``McpOptions``), MCP mounted too."""
     executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs=dict(executor_knobs or {}))
     async with serving(executor_app) as executor_url:
         document = {**bindings_document(executor_url, tool_overrides), **(bindings_extra or {})}
@@ -410,6 +417,7 @@ async def running_stack(
             require_turn=require_turn,
             clock=clock,
             limits=limits,
+            mcp=mcp,
         ) as stack:
             yield stack
 

@@ -39,6 +39,8 @@ class Turn:
 
 
 TURNS: web.AppKey[bounded.Owned[str, Turn]] = web.AppKey("turns", bounded.Owned)
+MCP_REVISIONS: web.AppKey[tuple[str, ...]] = web.AppKey("mcp_revisions", tuple)
+"""The MCP revisions served at ``/mcp/{objective}`` (``servers.mcp`` mounts them), if any."""
 APPROVAL: web.AppKey[Credentials] = web.AppKey("approval", Credentials)
 """The runner approval credential alone, compared as application tokens are."""
 MAX_TURNS = 10_000
@@ -48,7 +50,7 @@ MAX_TURNS_PER_CREDENTIAL = 1_000
 """Turns of one credential held at most: starting one more drops that credential's oldest."""
 
 
-def _credential(request: web.Request, scope: str | None) -> Credential:
+def bearer_credential(request: web.Request, scope: str | None) -> Credential:
     header = request.headers.get("Authorization", "")
     token = header[7:] if header.startswith("Bearer ") else None
     found = request.app[PREPARED].credentials.authenticate(token)
@@ -107,8 +109,9 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def capabilities(request: web.Request) -> web.Response:
-    _credential(request, None)
-    return json_response(openapi.capabilities())
+    bearer_credential(request, None)
+    revisions: tuple[str, ...] = request.app[MCP_REVISIONS]
+    return json_response(openapi.capabilities(revisions))
 
 
 async def openapi_doc(_request: web.Request) -> web.Response:
@@ -117,7 +120,7 @@ async def openapi_doc(_request: web.Request) -> web.Response:
 
 
 async def start_turn(request: web.Request) -> web.Response:
-    credential = _credential(request, "context.resolve")
+    credential = bearer_credential(request, "context.resolve")
     turn_id = "turn_" + secrets.token_urlsafe(18)
     now = request.app[RUNTIME].clock()
     expires = now + TURN_TTL_MS
@@ -133,7 +136,7 @@ async def start_turn(request: web.Request) -> web.Response:
 
 
 async def complete_turn(request: web.Request) -> web.Response:
-    credential = _credential(request, "context.resolve")
+    credential = bearer_credential(request, "context.resolve")
     body = wire.fields(await wire.read_json(request), wire.COMPLETE_TURN)
     if body["outcome"] not in ("COMPLETED", "FAILED"):
         raise wire.bad_request("`outcome` must be `COMPLETED` or `FAILED`")
@@ -147,7 +150,7 @@ async def complete_turn(request: web.Request) -> web.Response:
 
 
 async def resolve(request: web.Request) -> web.Response:
-    credential = _credential(request, "context.resolve")
+    credential = bearer_credential(request, "context.resolve")
     body = wire.fields(await wire.read_json(request), wire.RESOLVE)
     turn = _live_turn(request, credential, body["turnId"])
     answer = await request.app[RUNTIME].resolve(body, turn, credential.id)
@@ -155,7 +158,7 @@ async def resolve(request: web.Request) -> web.Response:
 
 
 async def execute(request: web.Request) -> web.Response:
-    credential = _credential(request, "tools.execute")
+    credential = bearer_credential(request, "tools.execute")
     body = wire.fields(await wire.read_json(request), wire.EXECUTE)
     _live_turn(request, credential, body["turnId"])
     return json_response(await request.app[RUNTIME].execute(body, credential.id))
@@ -174,7 +177,7 @@ async def reject(request: web.Request) -> web.Response:
 
 
 async def approval_status(request: web.Request) -> web.Response:
-    credential = _credential(request, "tools.execute")
+    credential = bearer_credential(request, "tools.execute")
     ref, call_id = request.match_info["contextRef"], request.match_info["callId"]
     for name, value in (("contextRef", ref), ("callId", call_id)):
         try:
@@ -193,7 +196,7 @@ async def pending(request: web.Request) -> web.Response:
 
 
 async def report(request: web.Request) -> web.Response:
-    credential = _credential(request, "context.resolve")
+    credential = bearer_credential(request, "context.resolve")
     body = wire.fields(await wire.read_json(request), wire.REPORT)
     await request.app[RUNTIME].report(body, credential.id)
     return json_response({"accepted": True}, status=202)
@@ -206,7 +209,7 @@ async def traces(request: web.Request) -> web.Response:
     """The trace of one context. An application's credential (one that may resolve or
     execute) reads only the contexts it resolved, any other is 404 ``CONTEXT_UNKNOWN``; a
     credential holding ``traces.read`` alone (an operator's, a researcher's) reads any."""
-    credential = _credential(request, "traces.read")
+    credential = bearer_credential(request, "traces.read")
     ref = request.match_info["contextRef"]
     try:
         head = b'{"contextRef":' + wire.json_bytes(ref) + b',"events":['
@@ -255,6 +258,7 @@ def create_app(prepared: Prepared) -> web.Application:
     app = web.Application(middlewares=[errors], client_max_size=wire.MAX_BODY_BYTES)
     app[PREPARED] = prepared
     app[TURNS] = bounded.Owned()
+    app[MCP_REVISIONS] = ()  # none unless `servers.mcp` is mounted
     token = prepared.approval_token
     app[APPROVAL] = Credentials(
         [Credential("runner-approval", frozenset(), token)] if token else []

@@ -426,7 +426,12 @@ def _capabilities_schema() -> dict[str, Any]:
             "executor": obj(["contract", "transports"], {"contract": S, "transports": STRINGS}),
             "schemaSubset": obj(["keywords", "limits"], {"keywords": STRINGS, "limits": OBJ}),
             "integrations": obj(
-                ["native", "documented"], {"native": STRINGS, "documented": STRINGS}
+                ["native", "documented"],
+                {
+                    "native": STRINGS,
+                    "documented": STRINGS,
+                    "mcp": obj(["path", "revisions"], {"path": S, "revisions": STRINGS}),
+                },
             ),
         },
     )
@@ -461,7 +466,12 @@ def document(objectives: Sequence[str] = ()) -> dict[str, Any]:
     }
 
 
-def capabilities() -> dict[str, Any]:
+def capabilities(mcp_revisions: Sequence[str] = ()) -> dict[str, Any]:
+    """What this runtime serves; ``mcp_revisions``: the MCP revisions at ``/mcp/{objective}``
+    (``seif serve --mcp``), listed under ``integrations``."""
+    native = list(NATIVE_INTEGRATIONS)
+    if mcp_revisions:
+        native.append(f"MCP Streamable HTTP at /mcp/{{objective}} ({', '.join(mcp_revisions)})")
     return {
         "runtimeContracts": sorted(SUPPORTED_RUNTIMES),
         "buildFormats": ["seif.build.v1", "seif.build.v2"],
@@ -495,7 +505,12 @@ def capabilities() -> dict[str, Any]:
             },
         },
         "integrations": {
-            "native": list(NATIVE_INTEGRATIONS),
+            "native": native,
             "documented": ["n8n HTTP Request node", "LangChain tool callback"],
+            **(
+                {"mcp": {"path": "/mcp/{objective}", "revisions": list(mcp_revisions)}}
+                if mcp_revisions
+                else {}
+            ),
         },
     }

@@ -69,13 +69,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     the strict boundary of :mod:`policy.strictjson` refuses (duplicate keys, non-finite or
     oversized numbers, lone surrogates, excessive depth), the message naming what and where
     and never quoting a header."""
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise HttpError(413, "TOO_LARGE", _TOO_LARGE)
-    if request.headers.get("Content-Encoding", "").strip().lower() not in ENCODINGS:
-        raise bad_request("the body's `Content-Encoding` must be identity, gzip or deflate")
-    data = await _read_body(request)
-    if len(data) > MAX_BODY_BYTES:  # an application built with a larger client_max_size
-        raise HttpError(413, "TOO_LARGE", _TOO_LARGE)
+    data = await read_bytes(request)
     try:
         value = loads(data)
     except JsonError as exc:
@@ -83,6 +77,20 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise bad_request("the body must be a JSON object")
     return value
+
+
+async def read_bytes(request: web.Request) -> bytes:
+    """The request body's bytes, decoded from its ``Content-Encoding``: 413 past the size
+    limit, 408 when it does not arrive in time, 400 when it cannot be read as framed and
+    encoded (see :func:`read_json`)."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise HttpError(413, "TOO_LARGE", _TOO_LARGE)
+    if request.headers.get("Content-Encoding", "").strip().lower() not in ENCODINGS:
+        raise bad_request("the body's `Content-Encoding` must be identity, gzip or deflate")
+    data = await _read_body(request)
+    if len(data) > MAX_BODY_BYTES:  # an application built with a larger client_max_size
+        raise HttpError(413, "TOO_LARGE", _TOO_LARGE)
+    return data
 
 
 async def _read_body(request: web.Request) -> bytes:

@@ -142,6 +142,7 @@ class PendingCalls:
         for a bound, approved, dispatched or exhausted)."""
         self.on_approval_expired: Callable[[str, Key], None] | None = None
         """Told of every watched approval (:meth:`watch_approval`) whose time ran out."""
+        self._waiters: dict[Key, set[asyncio.Event]] = {}
 
     def __len__(self) -> int:
         return len(self._all)
@@ -187,8 +188,28 @@ class PendingCalls:
             self.discard(next(iter(self._largest(lambda a: a.bytes).calls)))
         self._keep(key, item, owner)
 
+    def waiter(self, key: Key) -> asyncio.Event:
+        """An event set whenever the call's wait may have ended (it was approved, rejected,
+        dropped or its time ran out): the waiter reads the approval status again. Register
+        it before reading the status, so no decision falls between; :meth:`unwait` it."""
+        event = asyncio.Event()
+        self._waiters.setdefault(key, set()).add(event)
+        return event
+
+    def unwait(self, key: Key, event: asyncio.Event) -> None:
+        waiting_here = self._waiters.get(key)
+        if waiting_here is not None:
+            waiting_here.discard(event)
+            if not waiting_here:
+                del self._waiters[key]
+
+    def _wake(self, key: Key) -> None:
+        for event in self._waiters.get(key, ()):
+            event.set()
+
     def discard(self, key: Key) -> Pending | None:
         """Forget one call (and its arguments); the one forgotten, if any."""
+        self._wake(key)
         held = self._all.pop(key, None)
         if held is None:
             return None
@@ -249,6 +270,7 @@ class PendingCalls:
     def remember(self, key: Key, outcome: str) -> None:
         """Remember how a call's wait ended (``REJECTED`` or ``EXPIRED``), at most
         :data:`OUTCOMES` calls, the oldest forgotten first; a rejection is never replaced."""
+        self._wake(key)
         if self._outcomes.get(key) == "REJECTED":
             return
         self._outcomes[key] = outcome

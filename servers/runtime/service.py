@@ -28,12 +28,26 @@ from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
 from servers.runtime.pending import PendingCalls
-from servers.runtime.resolved import ResolvedCache
+from servers.runtime.resolved import Resolved, ResolvedCache
 from servers.runtime.values import IntentsView, Seen
 from servers.store.dispatch import ApprovalRow, ContextRow, IntentRow, Store
 from servers.support import memo
 
 Clock = Callable[[], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A context just resolved: its ref, expiry, the resolution's input-determined parts, its
+    coordinates and the fields of its ``DISCLOSED`` record."""
+
+    context_ref: str
+    expires_at: int
+    resolved: Resolved
+    coords: Mapping[str, Any]
+    fields: Mapping[str, Any]
+
+
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
 
 
@@ -125,6 +139,16 @@ class Runtime(Approvals):
         ``credential`` (the resolving credential's id) owns the context: it is stored with
         it and named in its ``DISCLOSED`` record, and to any other credential the context
         does not exist."""
+        opened = await self.open_context(request, turn_id, credential)
+        return opened.resolved.body(
+            context_ref=opened.context_ref, build=self.build.digest, expires_at=opened.expires_at
+        )
+
+    async def open_context(
+        self, request: Mapping[str, Any], turn_id: str | None, credential: str
+    ) -> Opened:
+        """Resolve a new context (saved, then its ``DISCLOSED`` record logged): 400
+        ``OBJECTIVE_UNKNOWN``, 409 ``RESOLUTION_BLOCKED`` (logged too) or the context."""
         objective = request["objective"]
         coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
         coords["trace"] = request.get("traceId") or ""
@@ -140,16 +164,14 @@ class Runtime(Approvals):
             )
         coords["objective"] = objective
         context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
-        disclosed = self._prepared(
-            "DISCLOSED",
-            context_ref,
-            coords,
-            objective=objective,
-            resolvedAt=now,
-            observations=found.observations or observations,
-            disclosure=found.summary,
-            credential=credential,
-        )
+        fields = {
+            "objective": objective,
+            "resolvedAt": now,
+            "observations": found.observations or observations,
+            "disclosure": found.summary,
+            "credential": credential,
+        }
+        disclosed = self._prepared("DISCLOSED", context_ref, coords, **fields)
         if context_ref is None:
             await self.log.append_admitted(disclosed)
             raise HttpError(
@@ -175,7 +197,14 @@ class Runtime(Approvals):
         )
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
         memo.keep(self._disclosed, context_ref, disclosure)
-        return found.body(context_ref=context_ref, build=self.build.digest, expires_at=expires_at)
+        return Opened(context_ref, expires_at, found, coords, fields)
+
+    async def log_disclosed_again(self, opened: Opened) -> None:
+        """Log the ``DISCLOSED`` record of a context's disclosure once more (what it was
+        resolved on, so it replays as the first did): a client shown the list again."""
+        await self.log.append_admitted(
+            self._prepared("DISCLOSED", opened.context_ref, opened.coords, **opened.fields)
+        )
 
     # ------------------------------------------------------------------ state
 
@@ -282,6 +311,18 @@ class Runtime(Approvals):
                 )
         status, reason = self._intent_status(row.context_ref, call.call_id)
         return events.receipt(call.call_id, call.tool, status, reason=reason, duplicate=True)
+
+    async def receipt_of(
+        self, context_ref: str, call_id: str, credential: str
+    ) -> dict[str, Any] | None:
+        """The duplicate receipt of a call made before in a context ``credential`` resolved
+        (once the first request's outcome is known, if it is still running); None when no
+        such call was made there."""
+        row = self.owned_row(context_ref, credential)
+        intent = self.store.intent(context_ref, call_id) if row is not None else None
+        if row is None or intent is None:
+            return None
+        return await self._duplicate(row, Call(tool=intent.tool, call_id=call_id, arguments={}))
 
     def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
         for intent in self.store.intents(context_ref):

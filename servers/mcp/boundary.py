@@ -1,0 +1,209 @@
+"""The HTTP boundary of ``/mcp/{objective}``: what seif checks before the MCP SDK sees a request.
+
+- the bearer token: 401 with ``WWW-Authenticate: Bearer``; 403 for a credential without both
+  ``context.resolve`` and ``tools.execute``;
+- the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
+  ``deployment``, each at most once: anything else is 400);
+- the body: its size and encoding (``servers.http.wire``), strict JSON (JSON-RPC ``-32700``),
+  one JSON-RPC 2.0 message object (a batch or a broken envelope is ``-32600``, as is a request
+  id that is neither a string nor an integer, or one still in use in the same session).
+
+The SDK then speaks the protocol, through :mod:`servers.mcp.bridge`; a client that left before
+its answer is no error of anyone's and is not logged as one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from aiohttp import web
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from policy.strictjson import JsonError, dump_bytes, loads
+from servers.http import wire
+from servers.http.app import bearer_credential
+from servers.http.wire import error_response
+from servers.mcp import bridge, fast
+from servers.mcp.handlers import Asked
+from servers.mcp.mounted import MOUNTED, Mounted
+from servers.runtime.errors import HttpError
+
+LOG = logging.getLogger("seif.mcp")
+COORDINATES = ("consumer", "environment", "deployment")
+SCOPES = ("context.resolve", "tools.execute")
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+CLIENT_GONE = 499
+"""The status of an answer nobody received (its client left first): never sent, only what the
+handler returns to aiohttp."""
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    try:
+        credential = bearer_credential(request, None)
+        missing = [s for s in SCOPES if s not in credential.scopes]
+        if missing:
+            raise HttpError(403, "FORBIDDEN", f"the credential lacks the `{missing[0]}` scope")
+    except HttpError as exc:
+        response = error_response(exc)
+        if exc.status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="seif"'
+        return response
+    objective = request.match_info["objective"]
+    mounted = request.app[MOUNTED]
+    manager = mounted.managers.get(objective)
+    if manager is None:
+        raise HttpError(404, "OBJECTIVE_UNKNOWN", "no such objective")
+    extra: dict[str, Any] = {
+        "user": AuthenticatedUser(AccessToken(token="", client_id=credential.id, scopes=[])),
+        "seif.credential": credential.id,
+        "seif.objective": objective,
+        "seif.coordinates": _coordinates(request),
+    }
+    body = b""
+    if request.method == "POST":
+        body = await wire.read_bytes(request)
+        parsed = one_message(body)
+        if isinstance(parsed, web.Response):
+            return parsed
+        extra["seif.body"] = parsed
+    message = extra.get("seif.body")
+    if _stateless(request):
+        found = fast.route(request, message, _asked(extra, message)) if mounted.native else None
+        if found is not None:
+            mounted.native_answers += 1
+            return await fast.answer(request.app, found, mounted.server_info)
+        if not _wants_progress(message):
+            manager = mounted.plain[objective]
+    with _answering(mounted, request, objective, message) as refused:
+        if refused is not None:
+            return refused
+        return await _served(manager, request, body, extra)
+
+
+def _asked(extra: Mapping[str, Any], message: Any) -> Asked:
+    params = message.get("params") if isinstance(message, dict) else None
+    return Asked(
+        credential=extra["seif.credential"],
+        objective=extra["seif.objective"],
+        coordinates=extra["seif.coordinates"],
+        session=None,
+        request_id=message.get("id") if isinstance(message, dict) else None,
+        sent=params if isinstance(params, dict) else {},
+    )
+
+
+def _stateless(request: web.Request) -> bool:
+    """Whether the SDK serves the request statelessly: a revision past the handshake ones."""
+    version = request.headers.get("mcp-protocol-version")
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _wants_progress(message: Any) -> bool:
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and "progressToken" in meta
+
+
+async def _served(
+    manager: StreamableHTTPSessionManager,
+    request: web.Request,
+    body: bytes,
+    extra: dict[str, Any],
+) -> web.StreamResponse:
+    try:
+        answer, gone = await bridge.serve(manager.handle_request, request, body, extra)
+    except ConnectionResetError:
+        gone, answer = True, None
+    except Exception as exc:  # a bug, never a client's doing: say nothing about the data
+        LOG.error("internal error in MCP %s: %s", request.method, type(exc).__name__)
+        raise
+    if answer is None:
+        if gone:
+            return web.Response(status=CLIENT_GONE)
+        raise HttpError(500, "INTERNAL", "the MCP transport gave no answer")
+    return answer
+
+
+@contextmanager
+def _answering(
+    mounted: Mounted, request: web.Request, objective: str, message: Any
+) -> Iterator[web.Response | None]:
+    """Hold a session request's id while it is answered: the SDK keys a session's answers by
+    id, so a second request with an id still in use is refused (-32600), never crossed."""
+    session = request.headers.get("mcp-session-id")
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        yield None
+        return
+    if not session:
+        yield None
+        return
+    key = (objective, session, message["id"])
+    if key in mounted.in_flight:
+        yield _rpc_error(INVALID_REQUEST, "this request id is still in use in this session")
+        return
+    mounted.in_flight.add(key)
+    try:
+        yield None
+    finally:
+        mounted.in_flight.discard(key)
+
+
+def _coordinates(request: web.Request) -> dict[str, str]:
+    """``consumer``, ``environment``, ``deployment`` from the query (each at most once)."""
+    out = {}
+    for name in request.query:
+        if name not in COORDINATES:
+            raise wire.bad_request(f"unknown query parameter `{name[:64]}`")
+        values = request.query.getall(name)
+        if len(values) > 1:
+            raise wire.bad_request(f"query parameter `{name}` is given more than once")
+        if not 0 < len(values[0]) <= wire.MAX_ID_LENGTH:
+            raise wire.bad_request(
+                f"`{name}` must be a non-empty string of at most {wire.MAX_ID_LENGTH} characters"
+            )
+        out[name] = values[0]
+    return out
+
+
+def one_message(body: bytes) -> dict[str, Any] | web.Response:
+    """The body as one JSON-RPC 2.0 message object, or the JSON-RPC error answering it."""
+    try:
+        value = loads(body)
+    except JsonError as exc:
+        return _rpc_error(PARSE_ERROR, f"the body is not strict JSON: {exc}")
+    if isinstance(value, list):
+        return _rpc_error(INVALID_REQUEST, "batch requests are not supported: send one message")
+    if not isinstance(value, dict):
+        return _rpc_error(INVALID_REQUEST, "the body must be a JSON-RPC message object")
+    problem = _envelope_problem(value)
+    return _rpc_error(INVALID_REQUEST, problem) if problem else value
+
+
+def _envelope_problem(message: dict[str, Any]) -> str | None:
+    """What is wrong with a message's JSON-RPC 2.0 envelope, if anything."""
+    if message.get("jsonrpc") != "2.0":
+        return '`jsonrpc` must be "2.0"'
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "`method` must be a string"
+    elif "result" not in message and "error" not in message:
+        return "a message needs a `method` (or is a response, with `result` or `error`)"
+    answered_error = message.get("id", 0) is None and "error" in message
+    if "id" in message and not (_plain_id(message["id"]) or answered_error):
+        return "`id` must be a string or an integer"
+    return None
+
+
+def _plain_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _rpc_error(code: int, message: str) -> web.Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return web.Response(body=dump_bytes(body), status=400, content_type="application/json")

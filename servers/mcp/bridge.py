@@ -1,0 +1,135 @@
+"""One aiohttp request handed to an ASGI application (the official MCP SDK's Streamable HTTP
+transport), its answer streamed back through an aiohttp ``StreamResponse``.
+
+The body is read (and checked) by seif before the SDK sees it, so ``receive`` yields it whole,
+then waits for the client to leave and says ``http.disconnect``: the SDK's transport watches
+for that to end an SSE stream or to cancel a handler whose client has gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from aiohttp import web
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+DISCONNECT_POLL_S = 0.25
+"""How often a request whose body was delivered looks whether its client has gone."""
+
+
+def scope_of(request: web.Request, extra: MutableMapping[str, Any]) -> Scope:
+    """The ASGI HTTP scope of ``request``, with seif's own keys (``extra``) beside it."""
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": f"{request.version.major}.{request.version.minor}",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.raw_path.split("?", 1)[0].encode("latin-1", "replace"),
+        "root_path": "",
+        "query_string": request.query_string.encode("latin-1", "replace"),
+        "headers": [
+            (k.lower().encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+            for k, v in request.headers.items()
+        ],
+        "client": tuple(peer[:2]) if isinstance(peer, tuple) else None,
+        "server": None,
+        **extra,
+    }
+
+
+class _Answer:
+    """The ASGI ``send`` side. An event stream's status and headers go out at once (its first
+    event may come much later); any other answer's go out with its first body message, in
+    one write, with the ``Content-Length`` the application gave. Once the client has gone,
+    every message is dropped."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.response: web.StreamResponse | None = None
+        self._start: Message | None = None
+        self.done = False
+
+    @property
+    def gone(self) -> bool:
+        transport = self.request.transport
+        return transport is None or transport.is_closing()
+
+    async def send(self, message: Message) -> None:
+        if self.done or self.gone:
+            return
+        kind = message["type"]
+        try:
+            if kind == "http.response.start":
+                self._start = message
+                if _header(message, b"content-type").startswith(b"text/event-stream"):
+                    await self._prepared()
+            elif kind == "http.response.body":
+                await self._body(message)
+        except ConnectionResetError:  # the client left mid-answer: nobody reads the rest
+            self.done = True
+
+    async def _body(self, message: Message) -> None:
+        response = await self._prepared()
+        body = message.get("body", b"")
+        if body:
+            await response.write(body)
+        if not message.get("more_body", False):
+            await response.write_eof()
+            self.done = True
+
+    async def _prepared(self) -> web.StreamResponse:
+        if self.response is None:
+            start = self._start or {"status": 500, "headers": []}
+            response = web.StreamResponse(status=start["status"])
+            for key, value in start.get("headers", []):
+                name = key.decode("latin-1").lower()
+                if name == "content-length":
+                    response.content_length = int(value)
+                elif name not in ("transfer-encoding", "connection"):
+                    response.headers.add(name, value.decode("latin-1"))
+            await response.prepare(self.request)
+            self.response = response
+        return self.response
+
+    @property
+    def started(self) -> bool:
+        return self._start is not None or self.response is not None
+
+
+def _header(message: Message, name: bytes) -> bytes:
+    for key, value in message.get("headers", []):
+        if key.lower() == name:
+            return bytes(value).lower()
+    return b""
+
+
+async def serve(
+    app: AsgiApp, request: web.Request, body: bytes, extra: MutableMapping[str, Any]
+) -> tuple[web.StreamResponse | None, bool]:
+    """Run ``app`` on ``request`` (its ``body`` already read): the response it streamed, or
+    None when it answered nothing (its client gone, say); and whether the client is gone."""
+    delivered = False
+
+    async def receive() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        while request.transport is not None and not request.transport.is_closing():
+            await asyncio.sleep(DISCONNECT_POLL_S)
+        return {"type": "http.disconnect"}
+
+    answer = _Answer(request)
+    await app(scope_of(request, extra), receive, answer.send)
+    if answer.started and answer.response is None:  # a start without a body message
+        await answer.send({"type": "http.response.body", "body": b"", "more_body": False})
+    return answer.response, answer.gone

@@ -1,0 +1,132 @@
+"""``tools/list`` and ``tools/call`` for one MCP request, whichever path framed it (the SDK's,
+or the native stateless one of :mod:`servers.mcp.fast`): the context it uses, its call id, and
+the runtime's answer as the SDK's result types."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as mt
+from aiohttp import web
+from mcp.shared.exceptions import MCPError
+
+from servers.http import wire
+from servers.http.app import RUNTIME
+from servers.mcp.calls import CallRequest, Progress, call
+from servers.mcp.contexts import Fresh, Live, Wanted
+from servers.mcp.mounted import MOUNTED
+from servers.mcp.results import CALL_ID_META, call_result, refusal
+from servers.runtime.errors import HttpError
+
+COORDINATES = ("consumer", "environment", "deployment")
+Renewed = Callable[[], Awaitable[None]]
+"""Tell the client its tools may have changed (a session's context was renewed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One request as the handlers need it: who, where, in which session (if any)."""
+
+    credential: str
+    objective: str
+    coordinates: Mapping[str, str]
+    session: str | None
+    request_id: Any
+    sent: Mapping[str, Any]
+    """The request's ``params`` as seif's strict boundary parsed them."""
+
+    def wanted(self) -> Wanted:
+        """Its MCP session's context, or its credential's for the objective and coordinates."""
+        key: tuple[str, ...]
+        if self.session is not None:  # the SDK checked it is a session this credential opened
+            key = ("session", self.credential, self.objective, self.session)
+        else:
+            coords = tuple(self.coordinates.get(c, "") for c in COORDINATES)
+            key = ("credential", self.credential, self.objective, *coords)
+        return Wanted(key, {"objective": self.objective, **self.coordinates}, self.credential)
+
+    def call_id(self) -> str:
+        """``_meta["io.seif/callId"]`` when given (-32602 when it is no id); else the JSON-RPC
+        id, qualified by the session (with no session, such a request is a call of its own)."""
+        meta = self.sent.get("_meta")
+        given = meta.get(CALL_ID_META) if isinstance(meta, dict) else None
+        if given is not None:
+            if not isinstance(given, str) or not 0 < len(given) <= wire.MAX_ID_LENGTH:
+                raise MCPError(
+                    mt.INVALID_PARAMS,
+                    f"`_meta.{CALL_ID_META}` must be a non-empty string of at most "
+                    f"{wire.MAX_ID_LENGTH} characters",
+                )
+            return given
+        if self.session is not None:
+            return f"mcp-{self.request_id}"
+        return f"mcp-{self.request_id}-{secrets.token_urlsafe(9)}"
+
+
+async def list_tools(app: web.Application, asked: Asked, renewed: Renewed) -> mt.ListToolsResult:
+    """The context's tools (resolving or renewing it as needed); each list a ``DISCLOSED``."""
+    found = await _context(app, asked)
+    if isinstance(found, HttpError):
+        return mt.ListToolsResult(tools=[], _meta={"io.seif/blocked": found.extra.get("causes")})
+    live, fresh = found
+    if fresh == "LIVE":  # its context's list again: logged as disclosed again, so it replays
+        await app[RUNTIME].log_disclosed_again(live.opened)
+    await _told(asked, fresh, renewed)
+    return live.listed
+
+
+async def call_tool(
+    app: web.Application,
+    asked: Asked,
+    name: str,
+    call_id: str,
+    progress: Progress,
+    renewed: Renewed,
+) -> mt.CallToolResult:
+    """One call through the runtime's execute path (and the approval wait)."""
+    found = await _context(app, asked)
+    if isinstance(found, HttpError):
+        return refusal("DENIED", "RESOLUTION_BLOCKED", False, {CALL_ID_META: call_id})
+    live, fresh = found
+    await _told(asked, fresh, renewed)
+    runtime = app[RUNTIME]
+    for earlier in live.previous:  # a retry across a renewal: the call ran there
+        ran = await runtime.receipt_of(earlier, call_id, asked.credential)
+        if ran is not None:
+            return call_result(ran)
+    arguments = asked.sent.get("arguments")
+    request = CallRequest(
+        context_ref=live.context_ref,
+        tool=name,
+        call_id=call_id,
+        arguments={} if arguments is None else arguments,
+        credential=asked.credential,
+    )
+    receipt = await call(runtime, request, app[MOUNTED].options.approval_wait_s, progress)
+    return call_result(receipt)
+
+
+async def _context(app: web.Application, asked: Asked) -> tuple[Live, Fresh] | HttpError:
+    """The request's live context, or the refusal of a blocked resolution (logged)."""
+    try:
+        return await app[MOUNTED].contexts.get(asked.wanted())
+    except HttpError as exc:
+        if exc.code != "RESOLUTION_BLOCKED":
+            raise
+        return exc
+
+
+async def _told(asked: Asked, fresh: Fresh, renewed: Renewed) -> None:
+    if fresh == "RENEWED" and asked.session is not None:
+        await renewed()
+
+
+async def no_progress(_done: float, _total: float, _message: str) -> None:
+    """Progress nobody asked for."""
+
+
+async def nobody_to_tell() -> None:
+    """A renewal with no session to tell."""

@@ -1,0 +1,46 @@
+"""What ``mount`` puts on the runtime's application: the options, the SDK's server and session
+managers, and the contexts MCP clients use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from servers.mcp.contexts import Contexts
+
+DEFAULT_APPROVAL_WAIT_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class McpOptions:
+    approval_wait_s: float = DEFAULT_APPROVAL_WAIT_S
+    """How long a ``tools/call`` that needs approval waits for the operator's decision."""
+
+
+@dataclass(slots=True)
+class Mounted:
+    """The SDK's session managers per objective: ``managers`` answer with event streams (a
+    session's every request, and a stateless one that asked for progress), ``plain`` with
+    JSON (a stateless request that did not)."""
+
+    server: Server[Any]
+    managers: dict[str, StreamableHTTPSessionManager]
+    plain: dict[str, StreamableHTTPSessionManager]
+    contexts: Contexts
+    options: McpOptions
+    native: bool = True
+    """Whether stateless requests that qualify take the native path (:mod:`servers.mcp.fast`);
+    off, the SDK answers them all (the tests compare the two)."""
+    native_answers: int = 0
+    """Requests the native path answered."""
+    server_info: dict[str, Any] = field(default_factory=dict)
+    """The ``serverInfo`` stamp of a 2026-07-28 result (the SDK's, taken once)."""
+    in_flight: set[tuple[str, str, Any]] = field(default_factory=set)
+    """(objective, session, JSON-RPC id) of the session requests being answered."""
+
+
+MOUNTED: web.AppKey[Mounted] = web.AppKey("mcp", Mounted)

@@ -1,0 +1,151 @@
+"""What MCP clients are shown: a disclosure as a ``tools/list`` result, a receipt as a
+``tools/call`` result. Plain data in, the SDK's types out; no policy here.
+
+- A tool: ``name`` (the function name the model calls), ``description``, ``inputSchema`` (the
+  exact parameter schema), ``outputSchema`` (the result schema, when it is declared and is an
+  object schema: MCP's ``structuredContent`` is always an object) and ``annotations``
+  (``readOnlyHint`` for effect ``read``, ``destructiveHint`` for effect ``write``,
+  ``idempotentHint: false``, as seif never retries a call).
+- ``SUCCEEDED``: the output as JSON text, and as ``structuredContent`` when it is an object.
+- Anything else, and a duplicate: ``isError: true``, ``structuredContent`` = the receipt's
+  ``status``, ``reason`` and ``duplicate``, and one sentence of what happened and what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as mt
+
+from policy.disclosure import Disclosure
+from policy.ir import Tool
+from policy.jsonvalue import thaw
+from policy.strictjson import dumps
+
+CALL_ID_META = "io.seif/callId"
+CONTEXT_META = "io.seif/contextRef"
+RECEIPT_META = "io.seif/receipt"
+
+ADVICE = {
+    "TOOL_NOT_DISCLOSED": "this tool is not available here; list the tools and use one listed",
+    "ARGUMENTS_INVALID": "the arguments do not match the tool's inputSchema; correct them",
+    "CONDITION_DENIED": "the policy does not allow this call with these arguments",
+    "CONDITION_NOT_MET": "the policy does not allow this call now",
+    "CONDITION_ERROR": "the policy could not evaluate this call; do not retry it unchanged",
+    "CALL_LIMIT_EXCEEDED": "this tool has been called as often as allowed in this context",
+    "CALL_CONFLICT": "this call id was used for other arguments; use a new call id",
+    "APPROVAL_REQUIRED": (
+        "a human has not approved this exact call yet; the call is held for approval: "
+        "call again with the same io.seif/callId and arguments once it is approved"
+    ),
+    "APPROVAL_INVALID": "the approval does not match these exact arguments",
+    "APPROVAL_EXPIRED": "the approval ran out unused; call again to ask for a new one",
+    "REJECTED": "a human rejected this call; do not make it again",
+    "CONTEXT_EXPIRED": "the context expired; list the tools again",
+    "CONTEXT_UNKNOWN": "the context is unknown; list the tools again",
+    "RESOLUTION_BLOCKED": "no tools can be disclosed for this objective now",
+    "TOOL_UNAVAILABLE": "the tool's executor is not available; nothing ran",
+    "TOOL_INCOMPATIBLE": "the tool's executor does not serve the declared contract; nothing ran",
+    "IN_FLIGHT": "the first request of this call id is still running; its outcome is unknown",
+    "EXECUTOR_ERROR": "the tool's executor refused or failed the call; see its error code",
+    "RESULT_INVALID": "the tool's answer did not match its declared result; nothing is returned",
+    "TIMEOUT": "the tool did not answer in time; it may or may not have run",
+    "INTERRUPTED": "the runtime stopped while the call ran; it may or may not have run",
+    "INVALID_RESPONSE": "the tool's answer could not be read; it may or may not have run",
+    "BINDING_MISMATCH": "the tool's executor serves another contract; nothing ran",
+}
+STATUS_TEXT = {
+    "DENIED": "The call was refused and nothing ran",
+    "FAILED": "The call failed",
+    "UNKNOWN": (
+        "The call's outcome is unknown: it may or may not have run; do not retry it with a "
+        "new call id without checking"
+    ),
+}
+
+
+_LISTED: dict[tuple[str, ...], mt.Tool] = {}
+"""Each tool as MCP lists it, by what it shows (a build's tools are few and never change):
+built once, never mutated, shared by every list that shows it."""
+
+
+def mcp_tool(tool: Tool) -> mt.Tool:
+    """One disclosed tool as MCP lists it."""
+    key = (tool.id, tool.contract_digest, tool.description, tool.effect)
+    found = _LISTED.get(key)
+    if found is None:
+        found = _LISTED[key] = _listed(tool)
+    return found
+
+
+def _listed(tool: Tool) -> mt.Tool:
+    result = thaw(tool.result) if tool.result is not None else None
+    return mt.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=thaw(tool.parameters),
+        output_schema=result if _object_schema(result) else None,
+        annotations=mt.ToolAnnotations(
+            read_only_hint=tool.effect == "read",
+            destructive_hint=tool.effect == "write",
+            idempotent_hint=False,
+        ),
+    )
+
+
+def _object_schema(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "object"
+
+
+def tools_result(disclosure: Disclosure, context_ref: str) -> mt.ListToolsResult:
+    """The ``tools/list`` result of one disclosure: its tools in declared order (it is
+    deterministic: clients may cache it), the context's ref and messages in ``_meta``."""
+    return mt.ListToolsResult(
+        tools=[mcp_tool(t) for t in disclosure.tools],
+        _meta={
+            CONTEXT_META: context_ref,
+            "io.seif/messages": [
+                {"id": m.id, "role": m.role, "text": m.text} for m in disclosure.messages
+            ],
+        },
+    )
+
+
+def call_result(receipt: Mapping[str, Any]) -> mt.CallToolResult:
+    """A receipt as a ``tools/call`` result."""
+    status, duplicate = receipt["status"], bool(receipt.get("duplicate"))
+    meta = {CALL_ID_META: receipt["callId"]}
+    if status == "SUCCEEDED" and not duplicate:
+        output = receipt.get("output")
+        return mt.CallToolResult(
+            content=[mt.TextContent(text=dumps(output))],
+            structured_content=output if isinstance(output, dict) else None,
+            _meta=meta,
+        )
+    return refusal(status, receipt.get("reason"), duplicate, meta)
+
+
+def refusal(
+    status: str, reason: str | None, duplicate: bool, meta: Mapping[str, Any] | None = None
+) -> mt.CallToolResult:
+    """An ``isError`` result: the status, reason and duplicate flag, and what to do."""
+    return mt.CallToolResult(
+        content=[mt.TextContent(text=explain(status, reason, duplicate))],
+        structured_content={"status": status, "reason": reason, "duplicate": duplicate},
+        is_error=True,
+        _meta=dict(meta or {}),
+    )
+
+
+def explain(status: str, reason: str | None, duplicate: bool) -> str:
+    """One sentence for the model: what happened, and what to do."""
+    if duplicate:
+        first = f"This call id was made before (it ended {status}); nothing new ran"
+        if reason:
+            first += f" ({reason})"
+        return first + ": no output is available again; do not retry it."
+    head = STATUS_TEXT.get(status, f"The call ended {status}")
+    if reason is None:
+        return head + "."
+    return f"{head} ({reason}): {ADVICE.get(reason, 'see the reason code')}."
