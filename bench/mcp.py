@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import os
@@ -78,7 +77,6 @@ from bench.runtime import (
     OBJECTIVE,
     PROFILE_ENV,
     REFERENCE,
-    REPO,
     TOOL,
     Request,
     Server,
@@ -95,6 +93,7 @@ from bench.runtime import (
     prepare_setup,
     quantiles,
     runtime_argv,
+    spawn_pinned,
     started,
     stored_intents,
     summary,
@@ -497,18 +496,7 @@ def generate(
     }
     argv = [sys.executable, "-m", "bench.mcp", "load", "--config", json.dumps(config)]
     env = {**setup.env, LOAD_TOKEN_ENV: APP_TOKEN}
-    proc = subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    if cpus:
-        with contextlib.suppress(OSError, AttributeError):
-            os.sched_setaffinity(proc.pid, cpus)
+    proc = spawn_pinned(argv, env, cpus)
     limit = 300 + (load.rounds + 1) * len(modes) * (load.duration_s + 60)
     try:
         stdout, stderr = proc.communicate(timeout=limit)

@@ -587,6 +587,26 @@ def _cpu_sets() -> tuple[set[int] | None, set[int] | None]:
     return {cores[0]}, {cores[1]}
 
 
+def spawn_pinned(
+    argv: list[str], env: dict[str, str], cpus: set[int] | None
+) -> subprocess.Popen[str]:
+    """A load generator's process (stdout and stderr piped), pinned to ``cpus`` (if any)
+    before it has imported anything: its warm-up comes much later."""
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if cpus:
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setaffinity(proc.pid, cpus)
+    return proc
+
+
 def cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -745,18 +765,7 @@ def generate(
         argv += ["--contexts-out" if mode == "resolve" else "--contexts-in", str(contexts)]
     env = {**setup.env, LOAD_TOKEN_ENV: APP_TOKEN}
 
-    proc = subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    if cpus:  # before it has imported anything: the warm-up comes much later
-        with contextlib.suppress(OSError, AttributeError):
-            os.sched_setaffinity(proc.pid, cpus)
+    proc = spawn_pinned(argv, env, cpus)
     try:
         stdout, stderr = proc.communicate(timeout=300 + 3 * load.duration_s)
     except subprocess.TimeoutExpired:

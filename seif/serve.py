@@ -101,10 +101,11 @@ def run_loop(main: Coroutine[Any, Any, T]) -> T:
 
 class _WithheldDetails(logging.Filter):
     """aiohttp logs a malformed request with its raw header lines, which may carry a bearer
-    token: keep the event, drop every detail."""
+    token, and the MCP SDK logs session ids and handler exceptions: keep the event, drop
+    every detail."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = f"{record.name}: a request failed at the HTTP layer (details withheld)"
+        record.msg = f"{record.name}: {record.levelname.lower()} (details withheld)"
         record.args = ()
         record.exc_info = None
         record.exc_text = None
@@ -112,7 +113,10 @@ class _WithheldDetails(logging.Filter):
 
 
 def _quiet_http_layer() -> None:
-    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access", "aiohttp.internal"):
+    names = ["aiohttp.server", "aiohttp.web", "aiohttp.access", "aiohttp.internal"]
+    # the MCP SDK's modules, each with its own logger (a filter does not reach a child's)
+    names += [n for n in logging.root.manager.loggerDict if n == "mcp" or n.startswith("mcp.")]
+    for name in names:
         logging.getLogger(name).addFilter(_WithheldDetails())
 
 

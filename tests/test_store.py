@@ -92,7 +92,7 @@ def _race(n: int, work: Callable[[int], Claim]) -> list[Claim]:
 def test_pragmas_and_schema_version(store: Store, tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "dispatch.sqlite")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     db.close()
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert (tmp_path / "dispatch.sqlite").stat().st_mode & 0o077 == 0
@@ -760,7 +760,35 @@ def test_schema_2_gets_the_owner_column_and_its_contexts_belong_to_no_one(tmp_pa
     assert new is not None and new.owned_by("tutor-app") and not new.owned_by("other-app")
     s.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    db.close()
+
+
+def test_schema_3_gets_the_call_index_and_finds_a_call_in_any_context(tmp_path: Path) -> None:
+    path = tmp_path / "dispatch.sqlite"
+    s = Store.open(path)
+    for ref in ("ctx_a", "ctx_b"):
+        s.save_context(_context(ref))
+    s.begin_intent("ctx_a", "call-7", "inspect-context", "a" * 64, 1, decide=lambda _i: True)
+    s.begin_intent("ctx_b", "call-8", "inspect-context", "b" * 64, 2, decide=lambda _i: True)
+    s.close()
+    db = sqlite3.connect(path)
+    db.execute("DROP INDEX intents_by_call")  # as a version 3 store was
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    s = Store.open(path)
+    assert [(i.context_ref, i.call_id) for i in s.intents_with_call("call-7")] == [
+        ("ctx_a", "call-7")
+    ]
+    assert s.intents_with_call("call-9") == []
+    s.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    plan = db.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM intents WHERE call_id = ?", ("call-7",)
+    ).fetchall()
+    assert any("intents_by_call" in str(row) for row in plan)  # a lookup, not a scan
     db.close()
 
 
@@ -823,8 +851,8 @@ def test_schema_1_gets_the_mark_at_0(tmp_path: Path) -> None:
     assert s.log_mark == 0 and s.context("ctx_7") is not None and s.has_rows()
     s.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
-    db.execute("PRAGMA user_version = 4")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    db.execute("PRAGMA user_version = 5")
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="newer runtime"):

@@ -31,21 +31,23 @@ from servers.mcp.mounted import MOUNTED, McpOptions, Mounted
 
 __all__ = ["REVISIONS", "McpOptions", "mount"]
 SESSION_IDLE_S = 30 * 60
+SESSIONS_PER_CREDENTIAL = 1_000
+"""Open sessions of one credential at one objective, at most."""
 REVISIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 """The protocol revisions served: the SDK's handshake revisions (sessions) and 2026-07-28."""
 
 
 def mount(app: web.Application, options: McpOptions) -> None:
     """Serve MCP at ``/mcp/{objective}`` on the runtime's ``app``."""
-    project = app[PREPARED].build.project
+    prepared = app[PREPARED]
+    if prepared.require_turn:
+        raise ValueError("MCP cannot be served with require_turn: MCP clients start no turns")
     server = _server(app)
-    mounted = Mounted(server, {}, {}, Contexts(lambda: app[RUNTIME]), options)
+    mounted = Mounted({}, {}, Contexts(lambda: app[RUNTIME]), options)
     mounted.server_info = server.server_info_stamp
-    for objective in project.objective_by_id:
-        mounted.managers[objective] = StreamableHTTPSessionManager(
-            server, session_idle_timeout=SESSION_IDLE_S
-        )
-        mounted.plain[objective] = StreamableHTTPSessionManager(server, json_response=True)
+    for objective in prepared.build.project.objective_by_id:
+        mounted.managers[objective] = _Sessions(server, session_idle_timeout=SESSION_IDLE_S)
+        mounted.plain[objective] = _Sessions(server, json_response=True)
     app[MOUNTED] = mounted
     app[MCP_REVISIONS] = REVISIONS
     app.cleanup_ctx.append(_running)
@@ -104,6 +106,19 @@ def _server(app: web.Application) -> Server[Any]:
     return server
 
 
+class _Sessions(StreamableHTTPSessionManager):
+    """The SDK's session manager, holding at most :data:`SESSIONS_PER_CREDENTIAL` sessions of
+    one credential: one opening sessions in a loop fills its own share, never another's (the
+    SDK's own bound, 10,000 in all, then answers 503)."""
+
+    def _admit_session(self, requestor: Any) -> Any:
+        if requestor is not None:
+            owners = self._session_owners.values()
+            if sum(owner == requestor for owner in owners) >= SESSIONS_PER_CREDENTIAL:
+                return None
+        return super()._admit_session(requestor)
+
+
 def _no_header_schema(_name: str) -> None:
     return None
 
@@ -142,6 +157,7 @@ def _asked(ctx: ServerRequestContext[Any]) -> Asked:
         session=_session_id(ctx),
         request_id=ctx.request_id,
         sent=sent if isinstance(sent, dict) else {},
+        alive=scope["seif.alive"],
     )
 
 

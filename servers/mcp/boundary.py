@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -64,6 +65,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         "seif.credential": credential.id,
         "seif.objective": objective,
         "seif.coordinates": _coordinates(request),
+        "seif.alive": partial(_alive, request),
     }
     body = b""
     if request.method == "POST":
@@ -78,9 +80,9 @@ async def handle(request: web.Request) -> web.StreamResponse:
         if found is not None:
             mounted.native_answers += 1
             return await fast.answer(request.app, found, mounted.server_info)
-        if not _wants_progress(message):
+        if not fast.wants_progress(message):
             manager = mounted.plain[objective]
-    with _answering(mounted, request, objective, message) as refused:
+    with _answering(mounted, request, (credential.id, objective), message) as refused:
         if refused is not None:
             return refused
         return await _served(manager, request, body, extra)
@@ -95,19 +97,19 @@ def _asked(extra: Mapping[str, Any], message: Any) -> Asked:
         session=None,
         request_id=message.get("id") if isinstance(message, dict) else None,
         sent=params if isinstance(params, dict) else {},
+        alive=extra["seif.alive"],
     )
+
+
+def _alive(request: web.Request) -> bool:
+    """Whether the request's client is still connected (waiting for its answer)."""
+    return request.transport is not None and not request.transport.is_closing()
 
 
 def _stateless(request: web.Request) -> bool:
     """Whether the SDK serves the request statelessly: a revision past the handshake ones."""
     version = request.headers.get("mcp-protocol-version")
     return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-def _wants_progress(message: Any) -> bool:
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and "progressToken" in meta
 
 
 async def _served(
@@ -120,6 +122,9 @@ async def _served(
         answer, gone = await bridge.serve(manager.handle_request, request, body, extra)
     except ConnectionResetError:
         gone, answer = True, None
+    except bridge.StreamBroken as broken:  # a bug, mid-answer: no second answer is begun
+        LOG.error("internal error in MCP %s after its answer began", request.method)
+        return broken.response
     except Exception as exc:  # a bug, never a client's doing: say nothing about the data
         LOG.error("internal error in MCP %s: %s", request.method, type(exc).__name__)
         raise
@@ -132,18 +137,16 @@ async def _served(
 
 @contextmanager
 def _answering(
-    mounted: Mounted, request: web.Request, objective: str, message: Any
+    mounted: Mounted, request: web.Request, where: tuple[str, str], message: Any
 ) -> Iterator[web.Response | None]:
     """Hold a session request's id while it is answered: the SDK keys a session's answers by
     id, so a second request with an id still in use is refused (-32600), never crossed."""
     session = request.headers.get("mcp-session-id")
-    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+    is_request = isinstance(message, dict) and "method" in message and "id" in message
+    if not session or not is_request:
         yield None
         return
-    if not session:
-        yield None
-        return
-    key = (objective, session, message["id"])
+    key = (*where, session, str(message["id"]))  # where: (credential, objective)
     if key in mounted.in_flight:
         yield _rpc_error(INVALID_REQUEST, "this request id is still in use in this session")
         return
@@ -197,6 +200,8 @@ def _envelope_problem(message: dict[str, Any]) -> str | None:
     answered_error = message.get("id", 0) is None and "error" in message
     if "id" in message and not (_plain_id(message["id"]) or answered_error):
         return "`id` must be a string or an integer"
+    if isinstance(message.get("id"), str) and len(message["id"]) > wire.MAX_ID_LENGTH:
+        return f"`id` must be at most {wire.MAX_ID_LENGTH} characters"
     return None
 
 

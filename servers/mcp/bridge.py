@@ -20,11 +20,14 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DISCONNECT_POLL_S = 0.25
+_BODY_HEADERS = frozenset({"content-length", "content-encoding", "transfer-encoding"})
 """How often a request whose body was delivered looks whether its client has gone."""
 
 
-def scope_of(request: web.Request, extra: MutableMapping[str, Any]) -> Scope:
-    """The ASGI HTTP scope of ``request``, with seif's own keys (``extra``) beside it."""
+def scope_of(request: web.Request, body: bytes, extra: MutableMapping[str, Any]) -> Scope:
+    """The ASGI HTTP scope of ``request``, with seif's own keys (``extra``) beside it. The body
+    it is given was decoded already: its ``Content-Length`` is that of ``body``, and no
+    ``Content-Encoding`` is passed on."""
     peer = request.transport.get_extra_info("peername") if request.transport else None
     return {
         "type": "http",
@@ -37,8 +40,12 @@ def scope_of(request: web.Request, extra: MutableMapping[str, Any]) -> Scope:
         "root_path": "",
         "query_string": request.query_string.encode("latin-1", "replace"),
         "headers": [
-            (k.lower().encode("latin-1", "replace"), v.encode("latin-1", "replace"))
-            for k, v in request.headers.items()
+            *(
+                (k.lower().encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+                for k, v in request.headers.items()
+                if k.lower() not in _BODY_HEADERS
+            ),
+            (b"content-length", str(len(body)).encode()),
         ],
         "client": tuple(peer[:2]) if isinstance(peer, tuple) else None,
         "server": None,
@@ -105,6 +112,15 @@ class _Answer:
         return self._start is not None or self.response is not None
 
 
+class StreamBroken(Exception):
+    """The application failed after its answer had begun: the answer (returned as is, so no
+    second one is started) ends its connection."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        super().__init__("the answer broke off")
+        self.response = response
+
+
 def _header(message: Message, name: bytes) -> bytes:
     for key, value in message.get("headers", []):
         if key.lower() == name:
@@ -129,7 +145,13 @@ async def serve(
         return {"type": "http.disconnect"}
 
     answer = _Answer(request)
-    await app(scope_of(request, extra), receive, answer.send)
+    try:
+        await app(scope_of(request, body, extra), receive, answer.send)
+    except Exception:
+        if answer.response is None:
+            raise  # nothing was sent: the caller answers the error
+        answer.response.force_close()  # mid-answer: the connection ends, no second answer
+        raise StreamBroken(answer.response) from None
     if answer.started and answer.response is None:  # a start without a body message
         await answer.send({"type": "http.response.body", "body": b"", "more_body": False})
     return answer.response, answer.gone

@@ -28,6 +28,12 @@ PROGRESS_EVERY_S = 5.0
 WAITED_FOR = frozenset({"APPROVAL_REQUIRED"})
 """The denial a call waits on: a first request (an MCP client sends no approval id)."""
 Progress = Callable[[float, float, str], Awaitable[None]]
+Alive = Callable[[], bool]
+"""Whether the client still waits for the request's answer."""
+
+
+def always() -> bool:
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,56 +44,98 @@ class CallRequest:
     arguments: Any
     credential: str
 
+    def execute_body(self, approval_id: str | None = None) -> Mapping[str, Any]:
+        """The request as ``POST /v1/context/tools/execute`` takes it."""
+        return {
+            "contextRef": self.context_ref,
+            "tool": self.tool,
+            "callId": self.call_id,
+            "arguments": self.arguments,
+            "approvalId": approval_id,
+        }
+
 
 async def call(
-    runtime: Runtime, request: CallRequest, wait_s: float, progress: Progress
-) -> dict[str, Any]:
-    """The receipt of one call, after the approval wait when the call needed one."""
-    receipt = await runtime.execute(_execute_body(request, None), request.credential)
-    if receipt["status"] != "DENIED" or receipt.get("reason") not in WAITED_FOR:
-        return receipt
-    return await _approved_or_not(runtime, request, receipt, wait_s, progress)
-
-
-def _execute_body(request: CallRequest, approval_id: str | None) -> Mapping[str, Any]:
-    return {
-        "contextRef": request.context_ref,
-        "tool": request.tool,
-        "callId": request.call_id,
-        "arguments": request.arguments,
-        "approvalId": approval_id,
-    }
-
-
-async def _approved_or_not(
     runtime: Runtime,
     request: CallRequest,
-    denied: dict[str, Any],
     wait_s: float,
     progress: Progress,
+    alive: Alive = always,
+) -> dict[str, Any]:
+    """The receipt of one call, after the approval wait when the call needed one. A call of a
+    tool that needs approval uses an approval granted meanwhile (for a request that waited
+    before) at once; ``alive`` says whether the client still waits for the answer: a request
+    whose client left stops waiting, and never dispatches an approved call it would answer
+    to nobody."""
+    receipt = await _approved(runtime, request) if _needs_approval(runtime, request) else None
+    if receipt is None:
+        receipt = await runtime.execute(request.execute_body(), request.credential)
+    if receipt["status"] != "DENIED" or receipt.get("reason") not in WAITED_FOR:
+        return receipt
+    return await _waited(runtime, request, receipt, _Wait(wait_s, progress, alive))
+
+
+def _needs_approval(runtime: Runtime, request: CallRequest) -> bool:
+    wanted = runtime.ir.approval_tools
+    return request.tool in wanted or runtime.ir.tool_id_by_name.get(request.tool) in wanted
+
+
+async def _approved(runtime: Runtime, request: CallRequest) -> dict[str, Any] | None:
+    """The call executed with its unexpired approval, if it has one; else None."""
+    state = await runtime.approval_status(request.context_ref, request.call_id, request.credential)
+    if state["state"] != "APPROVED":
+        return None
+    return await runtime.execute(request.execute_body(state["approvalId"]), request.credential)
+
+
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    seconds: float
+    progress: Progress
+    alive: Alive
+
+
+async def _waited(
+    runtime: Runtime, request: CallRequest, denied: dict[str, Any], wait: _Wait
 ) -> dict[str, Any]:
     key = (request.context_ref, request.call_id)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    while True:
+    deadline = loop.time() + wait.seconds
+    while wait.alive():
         woken = runtime.pending.waiter(key)  # before the status: no decision falls between
         try:
-            state = await runtime.approval_status(*key, request.credential)
-            if state["state"] == "APPROVED":
-                body = _execute_body(request, state["approvalId"])
-                return await runtime.execute(body, request.credential)
-            if state["state"] in ("REJECTED", "EXPIRED"):
-                reason = "REJECTED" if state["state"] == "REJECTED" else "APPROVAL_EXPIRED"
-                return {**denied, "reason": reason}
-            if state["state"] == "NONE":  # it ran meanwhile (another request of this call id)
-                ran = await runtime.receipt_of(*key, request.credential)
-                if ran is not None:
-                    return ran
+            ended = await _decided(runtime, request, denied)
+            if ended is not None:
+                return ended
             left = deadline - loop.time()
             if left <= 0:
                 return denied  # APPROVAL_REQUIRED: still held, approvable later
-            await progress(wait_s - left, wait_s, "waiting for a human to approve this call")
+            await wait.progress(wait.seconds - left, wait.seconds, "waiting for a human to approve")
             with contextlib.suppress(TimeoutError):  # woken, or time to say progress
                 await asyncio.wait_for(woken.wait(), timeout=min(left, PROGRESS_EVERY_S))
         finally:
             runtime.pending.unwait(key, woken)
+    return denied  # nobody waits for the answer any more: nothing more is done
+
+
+async def _decided(
+    runtime: Runtime, request: CallRequest, denied: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The receipt that ends the wait, if the operator (or another request) ended it."""
+    key = (request.context_ref, request.call_id)
+    state = await runtime.approval_status(*key, request.credential)
+    if state["state"] == "APPROVED":
+        body = request.execute_body(state["approvalId"])
+        return await runtime.execute(body, request.credential)
+    if state["state"] in ("REJECTED", "EXPIRED"):
+        reason = "REJECTED" if state["state"] == "REJECTED" else "APPROVAL_EXPIRED"
+        return {**denied, "reason": reason}
+    if state["state"] == "NONE":  # no longer held: it ran meanwhile, or was dropped
+        ran = await runtime.receipt_of(*key, request.credential)
+        if ran is not None:
+            return ran
+        again = await runtime.execute(request.execute_body(), request.credential)
+        held = runtime.pending.get(*key) is not None
+        if again.get("reason") not in WAITED_FOR or not held:
+            return again  # what the engine says now (a call limit used up, say)
+    return None

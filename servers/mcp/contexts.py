@@ -6,7 +6,8 @@
 - Without (``2026-07-28``): one context per credential, objective and coordinates, shared by
   every request that names them, renewed when it expires.
 
-Call limits and call ids are per context, as everywhere. Two requests that need the same
+Call limits are per context, as everywhere (a call id the client names is one call of its
+credential and objective across contexts: ``servers.mcp.handlers``). Two requests that need the same
 missing context share one resolution, so concurrent retries of one call id meet in one context.
 The table is bounded like the runtime's turns: per credential, then in all, expired contexts
 dropped first (:mod:`servers.support.bounded`).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import mcp_types as mt
@@ -27,23 +29,16 @@ from servers.support import bounded, memo
 
 MAX_CONTEXTS = 10_000
 MAX_CONTEXTS_PER_CREDENTIAL = 1_000
-PREVIOUS = 3
-"""Contexts a key's new context remembers it replaced (45 minutes of renewals)."""
-HISTORY = 20_000
-"""Keys whose context refs are remembered (least recently used forgotten first), so that a
-renewal is told as one, and a retry finds its call, even once the table dropped the entry."""
+SEEN = 20_000
 Fresh = Literal["LIVE", "FIRST", "RENEWED"]
 
 
 @dataclass(frozen=True, slots=True)
 class Live:
-    """A context an MCP client uses, the ``tools/list`` result of its disclosure, and the
-    contexts it replaced for the same session or coordinates (newest first): a call retried
-    across a renewal is looked up there before it runs again."""
+    """A context an MCP client uses, and the ``tools/list`` result of its disclosure."""
 
     opened: Opened
     listed: mt.ListToolsResult
-    previous: tuple[str, ...] = ()
 
     @property
     def context_ref(self) -> str:
@@ -66,44 +61,43 @@ class Contexts:
     def __init__(self, runtime: Callable[[], Runtime]) -> None:
         self._runtime = runtime
         self._live: bounded.Owned[Hashable, Live] = bounded.Owned()
-        self._opening: dict[Hashable, asyncio.Future[Live]] = {}
-        self._history: dict[Hashable, tuple[str, ...]] = {}
-
-    def __len__(self) -> int:
-        return len(self._live)
+        self._opening: dict[Hashable, asyncio.Task[Live]] = {}
+        self._seen: dict[Hashable, bool] = {}
+        """Keys that had a context (at most :data:`SEEN`, least recently used forgotten
+        first): the next resolution of one is a renewal, even once the table dropped it."""
 
     async def get(self, wanted: Wanted) -> tuple[Live, Fresh]:
-        """The live context for ``wanted``, and how: ``LIVE`` (resolved before), ``FIRST``
-        (resolved now, or by a request it shared with) or ``RENEWED`` (resolved now, its
-        predecessor expired); an ``HttpError`` when the resolution is refused (logged)."""
+        """The live context for ``wanted``, and how: ``LIVE`` (resolved before, or by another
+        request it shared the resolution with), ``FIRST`` (resolved by this request) or
+        ``RENEWED`` (resolved by this request, its key had a context before); an
+        ``HttpError`` when the resolution is refused (logged).
+        The resolution is a task of its own, which every request that needs it awaits: one
+        that gives up (its client left) cancels nobody else's, nor the resolution."""
         runtime = self._runtime()
         found = self._live.get(wanted.key)
         if found is not None and runtime.clock() < found.opened.expires_at:
             return found, "LIVE"
         opening = self._opening.get(wanted.key)
         if opening is not None:  # another request is resolving it: share its context
-            return await asyncio.shield(opening), "FIRST"
-        future: asyncio.Future[Live] = asyncio.get_running_loop().create_future()
-        self._opening[wanted.key] = future
-        try:
-            live = await self._open(runtime, wanted)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: a request that shared it re-raises it
-            raise
-        finally:
-            self._opening.pop(wanted.key, None)
-        future.set_result(live)
-        return live, "RENEWED" if live.previous else "FIRST"
+            return await asyncio.shield(opening), "LIVE"  # (whose record is the other's)
+        renewal = memo.cached(self._seen, wanted.key) is not None or found is not None
+        task = asyncio.ensure_future(self._open(runtime, wanted))
+        self._opening[wanted.key] = task
+        task.add_done_callback(partial(self._opened, wanted.key))
+        live = await asyncio.shield(task)
+        return live, "RENEWED" if renewal else "FIRST"
+
+    def _opened(self, key: Hashable, task: asyncio.Task[Live]) -> None:
+        self._opening.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: the requests that awaited it raised it already
 
     async def _open(self, runtime: Runtime, wanted: Wanted) -> Live:
         opened = await runtime.open_context(wanted.request, None, wanted.credential)
         row = runtime.context_row(opened.context_ref)
         assert row is not None  # saved by open_context
-        previous = memo.cached(self._history, wanted.key) or ()
-        listed = tools_result(runtime.disclosure_of(row), opened.context_ref)
-        live = Live(opened, listed, previous)
-        memo.keep(self._history, wanted.key, (opened.context_ref, *previous)[:PREVIOUS], HISTORY)
+        live = Live(opened, tools_result(runtime.disclosure_of(row), opened.context_ref))
+        memo.keep(self._seen, wanted.key, True, SEEN)
         now = runtime.clock()
         self._live.admit(
             wanted.key,

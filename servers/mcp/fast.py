@@ -17,7 +17,7 @@ docs/benchmarks.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from policy.strictjson import dump_bytes
-from servers.mcp.handlers import Asked, call_tool, list_tools, no_progress, nobody_to_tell
+from servers.mcp.handlers import (
+    Asked,
+    CallId,
+    call_tool,
+    list_tools,
+    no_progress,
+    nobody_to_tell,
+)
 
+LOG = logging.getLogger("seif.mcp")
 METHODS = frozenset({"tools/list", "tools/call"})
+INTERNAL_ERROR = -32603
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
@@ -48,7 +57,7 @@ class Route:
     method: str
     request_id: Any
     asked: Asked
-    call_id: str | None
+    call_id: CallId | None
 
 
 def route(request: web.Request, message: Any, asked: Asked) -> Route | None:
@@ -59,7 +68,7 @@ def route(request: web.Request, message: Any, asked: Asked) -> Route | None:
     if version not in MODERN_PROTOCOL_VERSIONS or not isinstance(message, dict):
         return None
     method = message.get("method")
-    if method not in METHODS or "id" not in message or _wants_progress(message):
+    if method not in METHODS or "id" not in message or wants_progress(message):
         return None
     if not headers.get("content-type", "").lower().startswith("application/json"):
         return None
@@ -78,14 +87,30 @@ def route(request: web.Request, message: Any, asked: Asked) -> Route | None:
     return Route(verdict.protocol_version, method, message["id"], asked, call_id)
 
 
-def _wants_progress(message: Mapping[str, Any]) -> bool:
-    params = message.get("params")
+def wants_progress(message: Any) -> bool:
+    """Whether a request asked to be told its progress (``params._meta.progressToken``)."""
+    params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and "progressToken" in meta
 
 
 async def answer(app: web.Application, found: Route, server_info: dict[str, Any]) -> web.Response:
-    """The JSON-RPC answer of a routed request, as the SDK's JSON path writes it."""
+    """The JSON-RPC answer of a routed request, as the SDK's JSON path writes it (a failure
+    of seif's own is ``-32603`` with status 200, as the SDK answers a handler's exception)."""
+    try:
+        shaped = await _result(app, found, server_info)
+    except Exception as exc:  # a bug, never a client's doing: say nothing about the data
+        LOG.error("internal error in MCP %s: %s", found.method, type(exc).__name__)
+        error = {"code": INTERNAL_ERROR, "message": "Internal error"}
+        return _json({"jsonrpc": "2.0", "id": found.request_id, "error": error})
+    return _json({"jsonrpc": "2.0", "id": found.request_id, "result": shaped})
+
+
+def _json(body: Any) -> web.Response:
+    return web.Response(body=dump_bytes(body), headers={"Content-Type": "application/json"})
+
+
+async def _result(app: web.Application, found: Route, server_info: dict[str, Any]) -> Any:
     result: BaseModel
     if found.method == "tools/list":
         result = await list_tools(app, found.asked, nobody_to_tell)
@@ -98,5 +123,4 @@ async def answer(app: web.Application, found: Route, server_info: dict[str, Any]
     shaped.setdefault("resultType", "complete")
     meta = shaped.get("_meta")
     shaped["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_META: server_info}
-    body = {"jsonrpc": "2.0", "id": found.request_id, "result": shaped}
-    return web.Response(body=dump_bytes(body), content_type="application/json")
+    return shaped

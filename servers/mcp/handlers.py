@@ -4,6 +4,7 @@ the runtime's answer as the SDK's result types."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -13,9 +14,10 @@ import mcp_types as mt
 from aiohttp import web
 from mcp.shared.exceptions import MCPError
 
+from policy.strictjson import dump_bytes
 from servers.http import wire
 from servers.http.app import RUNTIME
-from servers.mcp.calls import CallRequest, Progress, call
+from servers.mcp.calls import Alive, CallRequest, Progress, always, call
 from servers.mcp.contexts import Fresh, Live, Wanted
 from servers.mcp.mounted import MOUNTED
 from servers.mcp.results import CALL_ID_META, call_result, refusal
@@ -37,20 +39,25 @@ class Asked:
     request_id: Any
     sent: Mapping[str, Any]
     """The request's ``params`` as seif's strict boundary parsed them."""
+    alive: Alive = always
+    """Whether its client still waits for the answer."""
 
     def wanted(self) -> Wanted:
-        """Its MCP session's context, or its credential's for the objective and coordinates."""
+        """Its MCP session's context, or its credential's for the objective and coordinates
+        (a session's coordinates are part of its key too: a request naming others gets a
+        context of its own, never another's)."""
+        coords = tuple(self.coordinates.get(c, "") for c in COORDINATES)
         key: tuple[str, ...]
         if self.session is not None:  # the SDK checked it is a session this credential opened
-            key = ("session", self.credential, self.objective, self.session)
+            key = ("session", self.credential, self.objective, self.session, *coords)
         else:
-            coords = tuple(self.coordinates.get(c, "") for c in COORDINATES)
             key = ("credential", self.credential, self.objective, *coords)
         return Wanted(key, {"objective": self.objective, **self.coordinates}, self.credential)
 
-    def call_id(self) -> str:
-        """``_meta["io.seif/callId"]`` when given (-32602 when it is no id); else the JSON-RPC
-        id, qualified by the session (with no session, such a request is a call of its own)."""
+    def call_id(self) -> CallId:
+        """``_meta["io.seif/callId"]`` when given (-32602 when it is no id); else, in a
+        session, one derived from the session and the JSON-RPC id (a resent request is the
+        same call); else a call of its own (nothing to qualify a request id by)."""
         meta = self.sent.get("_meta")
         given = meta.get(CALL_ID_META) if isinstance(meta, dict) else None
         if given is not None:
@@ -60,10 +67,20 @@ class Asked:
                     f"`_meta.{CALL_ID_META}` must be a non-empty string of at most "
                     f"{wire.MAX_ID_LENGTH} characters",
                 )
-            return given
+            return CallId(given, named=True)
         if self.session is not None:
-            return f"mcp-{self.request_id}"
-        return f"mcp-{self.request_id}-{secrets.token_urlsafe(9)}"
+            seed = self.session.encode() + b"\0" + dump_bytes(self.request_id)
+            return CallId("mcp-" + hashlib.blake2b(seed, digest_size=16).hexdigest(), named=True)
+        return CallId("mcp-" + secrets.token_hex(16), named=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CallId:
+    """A call's id, and whether it names one call of its credential and objective across
+    their contexts (a client's, or a session's request id) or only this request's."""
+
+    value: str
+    named: bool
 
 
 async def list_tools(app: web.Application, asked: Asked, renewed: Renewed) -> mt.ListToolsResult:
@@ -82,21 +99,35 @@ async def call_tool(
     app: web.Application,
     asked: Asked,
     name: str,
+    call_id: CallId,
+    progress: Progress,
+    renewed: Renewed,
+) -> mt.CallToolResult:
+    """One call through the runtime's execute path (and the approval wait). A named call id
+    is one call of the credential and objective: the requests of one are served one at a
+    time, and one that ran in another of their contexts (another session, a context since
+    renewed, a runtime since restarted) is answered by that call's receipt, never run again."""
+    if not call_id.named:
+        return await _call_here(app, asked, name, call_id.value, progress, renewed)
+    mounted = app[MOUNTED]
+    async with mounted.claims.held((asked.credential, asked.objective, call_id.value)):
+        return await _call_here(app, asked, name, call_id.value, progress, renewed)
+
+
+async def _call_here(
+    app: web.Application,
+    asked: Asked,
+    name: str,
     call_id: str,
     progress: Progress,
     renewed: Renewed,
 ) -> mt.CallToolResult:
-    """One call through the runtime's execute path (and the approval wait)."""
     found = await _context(app, asked)
     if isinstance(found, HttpError):
         return refusal("DENIED", "RESOLUTION_BLOCKED", False, {CALL_ID_META: call_id})
     live, fresh = found
     await _told(asked, fresh, renewed)
     runtime = app[RUNTIME]
-    for earlier in live.previous:  # a retry across a renewal: the call ran there
-        ran = await runtime.receipt_of(earlier, call_id, asked.credential)
-        if ran is not None:
-            return call_result(ran)
     arguments = asked.sent.get("arguments")
     request = CallRequest(
         context_ref=live.context_ref,
@@ -105,7 +136,11 @@ async def call_tool(
         arguments={} if arguments is None else arguments,
         credential=asked.credential,
     )
-    receipt = await call(runtime, request, app[MOUNTED].options.approval_wait_s, progress)
+    earlier = await runtime.made_before(request.execute_body(), asked.credential, asked.objective)
+    if earlier is not None:
+        return call_result(earlier)
+    wait_s = app[MOUNTED].options.approval_wait_s
+    receipt = await call(runtime, request, wait_s, progress, asked.alive)
     return call_result(receipt)
 
 

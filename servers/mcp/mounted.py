@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from servers.mcp.contexts import Contexts
+from servers.support.keyed import KeyedLocks
 
 DEFAULT_APPROVAL_WAIT_S = 120.0
 
@@ -27,11 +27,12 @@ class Mounted:
     session's every request, and a stateless one that asked for progress), ``plain`` with
     JSON (a stateless request that did not)."""
 
-    server: Server[Any]
     managers: dict[str, StreamableHTTPSessionManager]
     plain: dict[str, StreamableHTTPSessionManager]
     contexts: Contexts
     options: McpOptions
+    claims: KeyedLocks = field(default_factory=KeyedLocks)
+    """The named call ids being served, by credential, objective and call id."""
     native: bool = True
     """Whether stateless requests that qualify take the native path (:mod:`servers.mcp.fast`);
     off, the SDK answers them all (the tests compare the two)."""
@@ -39,8 +40,8 @@ class Mounted:
     """Requests the native path answered."""
     server_info: dict[str, Any] = field(default_factory=dict)
     """The ``serverInfo`` stamp of a 2026-07-28 result (the SDK's, taken once)."""
-    in_flight: set[tuple[str, str, Any]] = field(default_factory=set)
-    """(objective, session, JSON-RPC id) of the session requests being answered."""
+    in_flight: set[tuple[str, str, str, str]] = field(default_factory=set)
+    """(credential, objective, session, JSON-RPC id) of the session requests being answered."""
 
 
 MOUNTED: web.AppKey[Mounted] = web.AppKey("mcp", Mounted)

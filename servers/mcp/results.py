@@ -25,7 +25,6 @@ from policy.strictjson import dumps
 
 CALL_ID_META = "io.seif/callId"
 CONTEXT_META = "io.seif/contextRef"
-RECEIPT_META = "io.seif/receipt"
 
 ADVICE = {
     "TOOL_NOT_DISCLOSED": "this tool is not available here; list the tools and use one listed",

@@ -180,24 +180,33 @@ class Runtime(Approvals):
                 "the resolution is blocked; see causes",
                 **{k: v for k, v in events.blocked_payload(disclosure).items() if k != "error"},
             )
-        expires_at = now + CONTEXT_TTL_MS
-        row = ContextRow(
+        encoded = found.observations.cbor if found.observations else canonical_cbor(observations)
+        row = self._context_row(context_ref, coords, encoded, now, turn_id, credential)
+        await self.store.save_context_async(row, record=disclosed)  # saved, then logged
+        memo.keep(self._disclosed, context_ref, disclosure)
+        return Opened(context_ref, row.expires_at, found, coords, fields)
+
+    def _context_row(
+        self,
+        context_ref: str,
+        coords: Mapping[str, Any],
+        observations: bytes,
+        now: int,
+        turn_id: str | None,
+        credential: str,
+    ) -> ContextRow:
+        return ContextRow(
             context_ref=context_ref,
             build=self.build.digest,
-            objective=objective,
+            objective=coords["objective"],
             coordinates=coords,
-            observations=found.observations.cbor
-            if found.observations
-            else canonical_cbor(observations),
+            observations=observations,
             resolved_at=now,
-            expires_at=expires_at,
+            expires_at=now + CONTEXT_TTL_MS,
             binding_revision=self.bindings.revision,
             turn_id=turn_id,
             credential_id=credential,
         )
-        await self.store.save_context_async(row, record=disclosed)  # saved, then logged
-        memo.keep(self._disclosed, context_ref, disclosure)
-        return Opened(context_ref, expires_at, found, coords, fields)
 
     async def log_disclosed_again(self, opened: Opened) -> None:
         """Log the ``DISCLOSED`` record of a context's disclosure once more (what it was
@@ -323,6 +332,29 @@ class Runtime(Approvals):
         if row is None or intent is None:
             return None
         return await self._duplicate(row, Call(tool=intent.tool, call_id=call_id, arguments={}))
+
+    async def made_before(
+        self, request: Mapping[str, Any], credential: str, objective: str
+    ) -> dict[str, Any] | None:
+        """The receipt of a call id ``credential`` made before for ``objective`` in another
+        context of this build (an MCP client's call id names one call across its sessions):
+        the duplicate receipt when the tool and arguments are the same, else ``DENIED``
+        ``CALL_CONFLICT`` (logged); None when it made no such call elsewhere. The engine
+        decides, on that context as it was while it lived."""
+        call = Call(tool=request["tool"], call_id=request["callId"], arguments=request["arguments"])
+        for intent in self.store.intents_with_call(call.call_id):
+            row = self.owned_row(intent.context_ref, credential)
+            if intent.context_ref == request["contextRef"] or row is None:
+                continue
+            if row.objective != objective:
+                continue
+            then = min(self.clock(), row.expires_at - 1)
+            decision = decide(self.ir, self.state_of(row), call, then)
+            if decision.outcome == DUPLICATE:
+                return await self._duplicate(row, replace(call, tool=decision.tool))
+            if decision.reason == "CALL_CONFLICT":
+                return await self._denied(row, call, decision, row.coordinates)
+        return None
 
     def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
         for intent in self.store.intents(context_ref):

@@ -32,6 +32,7 @@ from servers.log.decision_log import Admitted, DecisionLog
 from servers.store import jobs
 from servers.store.rows import (
     APPROVAL_COLUMNS,
+    CALL_INDEX_SCHEMA,
     FAILED,
     FINAL_STATUSES,
     INTENT_COLUMNS,
@@ -95,9 +96,10 @@ _HAS_ROWS = " OR ".join(
 
 
 MIGRATIONS = {
-    0: SCHEMA + LOG_MARK_SCHEMA,  # a new file: the whole schema (contexts with their owners)
-    1: LOG_MARK_SCHEMA + OWNER_SCHEMA,
-    2: OWNER_SCHEMA,
+    0: SCHEMA + LOG_MARK_SCHEMA + CALL_INDEX_SCHEMA,  # a new file: the whole schema
+    1: LOG_MARK_SCHEMA + OWNER_SCHEMA + CALL_INDEX_SCHEMA,
+    2: OWNER_SCHEMA + CALL_INDEX_SCHEMA,
+    3: CALL_INDEX_SCHEMA,
 }
 """What brings a store of each older schema version to :data:`SCHEMA_VERSION`."""
 
@@ -260,7 +262,8 @@ class Store:
     def _migrate(self, db: sqlite3.Connection) -> None:
         """Version 0 (a new file): the schema; version 1: add the log mark (at 0, so the
         next reconciliation reads the whole log once); version 2: add the contexts' owners
-        (NULL for the contexts already stored: they belong to no credential)."""
+        (NULL for the contexts already stored: they belong to no credential); version 3: add
+        the index of intents by call id."""
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
@@ -301,6 +304,11 @@ class Store:
     def intents(self, context_ref: str) -> list[IntentRow]:
         """The context's intents, in the order they were begun."""
         return [intent_row(r) for r in self._query(INTENTS_OF_CONTEXT, (context_ref,))]
+
+    def intents_with_call(self, call_id: str) -> list[IntentRow]:
+        """The intents of ``call_id`` in any context, oldest first (an index lookup)."""
+        sql = f"SELECT {INTENT_COLUMNS} FROM intents WHERE call_id = ? ORDER BY rowid"
+        return [intent_row(r) for r in self._query(sql, (call_id,))]
 
     def intent(self, context_ref: str, call_id: str) -> IntentRow | None:
         sql = f"SELECT {INTENT_COLUMNS} FROM intents WHERE context_ref = ? AND call_id = ?"

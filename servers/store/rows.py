@@ -26,7 +26,7 @@ RECONCILED = "RECONCILED"
 """The reason of an intent the decision log recorded and the store had lost (a lost WAL tail,
 a store restored from an older backup), put back as ``UNKNOWN`` at start."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MAX_ID_CHARS = 1024
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 _REASON = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
@@ -86,6 +86,9 @@ INSERT INTO log_mark (id, seq) VALUES (1, 0);
 OWNER_SCHEMA = "ALTER TABLE contexts ADD COLUMN credential_id TEXT;"
 """Version 3: the id of the credential that resolved each context (its owner; NULL for a
 context of an older runtime, which then belongs to no credential: fail closed)."""
+CALL_INDEX_SCHEMA = "CREATE INDEX IF NOT EXISTS intents_by_call ON intents (call_id);"
+"""Version 4: intents by call id, whatever their context (an MCP client's call id names one
+call of its credential and objective across its sessions: ``Store.intents_with_call``)."""
 
 
 class StoreError(Exception):
