@@ -77,7 +77,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--credentials", required=True, metavar="FILE", help="the applications' credentials"
     )
     serve.add_argument(
-        "--data", required=True, metavar="DATA_DIR", help="the data directory (created, mode 0700)"
+        "--data",
+        metavar="DATA_DIR",
+        help="the data directory of a SQLite store (created, mode 0700); or --store",
+    )
+    serve.add_argument(
+        "--store",
+        metavar="STORE",
+        help="sqlite:DATA_DIR (as --data), or postgresql://USER@HOST/DB for runtime replicas on "
+        "one database (docs/scale-out.md); exactly one of --data and --store",
+    )
+    serve.add_argument(
+        "--replica-id",
+        metavar="ID",
+        help="this replica's name in the decision log, with --store postgresql:// (default: "
+        "host and pid)",
     )
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -28,6 +28,7 @@ from servers.http.serving import (
 )
 from servers.runtime.startup import Prepared, StartRefused, prepare
 from servers.store.datadir import DataDirError, DataDirLocked
+from servers.store.rows import StoreError
 
 T = TypeVar("T")
 RESERVED_DESCRIPTORS = 64
@@ -38,12 +39,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if getattr(args, "mcp", False) and args.require_turn:
         warn("seif serve: --mcp cannot be served with --require-turn: MCP clients start no turns")
         return EXIT_USAGE
+    where = store_of(args)
+    if isinstance(where, str):
+        warn(f"seif serve: {where}")
+        return EXIT_USAGE
     try:
         prepared = prepare(
             build_dir=args.build,
             bindings_path=args.bindings,
             credentials_path=args.credentials,
-            data_dir=args.data,
+            data_dir=where.data_dir,
+            store_url=where.url,
+            replica_id=getattr(args, "replica_id", None),
             env=os.environ,
             require_turn=args.require_turn,
         )
@@ -52,8 +59,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             _report(error, args.build)
         warn(f"seif serve: not started, {_count(exc)}; nothing was created")
         return EXIT_USAGE
+    except StoreError as exc:  # a shared store that cannot be opened (no password is named)
+        warn(f"seif serve: STORE_UNAVAILABLE: {exc}")
+        return EXIT_USAGE
     except DataDirLocked as exc:
-        warn(f"{args.data}: DATA_DIR_LOCKED: {exc.message}")
+        warn(f"{where.data_dir}: DATA_DIR_LOCKED: {exc.message}")
         return EXIT_LOCKED
     except DataDirError as exc:  # damage or loss found at start: nothing was changed
         warn(f"{exc.file}: {exc.code}: {exc.message}")
@@ -68,6 +78,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         prepared.data.close()
     return EXIT_OK
+
+
+@dataclass(frozen=True)
+class StoreChoice:
+    """The one store asked for: a SQLite data directory, or a PostgreSQL database's URL."""
+
+    data_dir: str | None = None
+    url: str | None = None
+
+
+def store_of(args: argparse.Namespace) -> StoreChoice | str:
+    """``--data DIR``, ``--store sqlite:DIR`` or ``--store postgresql://...``; exactly one (a
+    problem is the message saying what is wrong, never quoting a URL, which may hold a
+    password)."""
+    data, store = getattr(args, "data", None), getattr(args, "store", None)
+    if (data is None) == (store is None):
+        return "give exactly one store: --data DATA_DIR, or --store sqlite:DIR|postgresql://..."
+    if data is not None:
+        return StoreChoice(data_dir=data)
+    assert store is not None
+    if store.startswith("sqlite:") and len(store) > len("sqlite:"):
+        return StoreChoice(data_dir=store[len("sqlite:") :])
+    if store.startswith(("postgresql://", "postgres://")):
+        return StoreChoice(url=store)
+    return "--store must be sqlite:DATA_DIR or a postgresql:// URL"
 
 
 def _report(error: Exception, build_dir: str) -> None:

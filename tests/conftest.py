@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+pytest_plugins = ["pg_support"]  # `pg_url`: a fresh database on a real PostgreSQL server
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reference" / "agent-tools" / "context-project.json"
 

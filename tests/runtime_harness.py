@@ -197,13 +197,18 @@ def prepare_config(
     env: Mapping[str, str] = ENV,
     require_turn: bool = False,
     clock: Clock = wall_clock,
+    store_url: str | None = None,
+    replica_id: str | None = None,
 ) -> Prepared:
-    """The runtime's ``prepare`` on the files of ``config``."""
+    """The runtime's ``prepare`` on the files of ``config`` (its data directory, or the
+    PostgreSQL store of ``store_url`` as replica ``replica_id``)."""
     return prepare(
         build_dir=config.build,
         bindings_path=config.bindings,
         credentials_path=config.credentials,
-        data_dir=config.data,
+        data_dir=config.data if store_url is None else None,
+        store_url=store_url,
+        replica_id=replica_id,
         env=env,
         require_turn=require_turn,
         clock=clock,
@@ -366,11 +371,20 @@ async def runtime_stack(
     clock: Clock = wall_clock,
     limits: Limits | None = None,
     mcp: Any = None,
+    store_url: str | None = None,
+    replica_id: str | None = None,
 ) -> AsyncIterator[Stack]:
     """The runtime (``prepare`` + ``create_app``) of ``config`` on a loopback port, with the
     executor ``executor_app`` at ``executor_url``; under ``limits`` it is served as `seif serve`
     serves it. Its data directory is closed at the end."""
-    prepared = prepare_config(config, env=env, require_turn=require_turn, clock=clock)
+    prepared = prepare_config(
+        config,
+        env=env,
+        require_turn=require_turn,
+        clock=clock,
+        store_url=store_url,
+        replica_id=replica_id,
+    )
     try:
         app = create_app(prepared)
         if mcp is not None:  # servers.mcp.app.McpOptions: MCP mounted, as `seif serve --mcp`

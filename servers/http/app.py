@@ -6,6 +6,7 @@ There is no policy logic here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -245,13 +246,22 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         clock=prepared.clock,
     )
     await app[RUNTIME].log_interrupted(store.interrupted)
+    keep = getattr(prepared.data, "keep_lease", None)  # a replica of a shared store
+    lease = asyncio.ensure_future(keep(prepared.clock)) if keep is not None else None
     try:
         yield
     finally:
         await app[RUNTIME].drain()
         await transport.close()
-        store.close()  # its last batches still log
-        log.close()
+        if lease is not None:
+            lease.cancel()
+            await asyncio.gather(lease, return_exceptions=True)
+        closing = getattr(prepared.data, "aclose", None)
+        if closing is not None:
+            await closing()
+        else:
+            store.close()  # its last batches still log
+            log.close()
 
 
 def create_app(prepared: Prepared) -> web.Application:

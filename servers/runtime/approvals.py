@@ -25,17 +25,18 @@ from servers.store.dispatch import ApprovalRow, ContextRow
 if TYPE_CHECKING:
     from policy.ir import Project
     from policy.state import ContextState
-    from servers.log.decision_log import Admitted, DecisionLog
+    from servers.log.decision_log import Admitted
     from servers.runtime.values import IntentsView
-    from servers.store.dispatch import IntentRow, Store
+    from servers.store.dispatch import IntentRow
+    from servers.store.interface import DispatchStore, RecordLog
 
 
 class Approvals:
     """Approve and reject (one at a time), approval status, held calls and their expiries."""
 
     if TYPE_CHECKING:  # provided by the Runtime dataclass
-        store: Store
-        log: DecisionLog
+        store: DispatchStore
+        log: RecordLog
         pending: PendingCalls
         _tasks: set[asyncio.Task[Any]]
         _deciding: asyncio.Lock

@@ -23,14 +23,15 @@ from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
 from servers.config.files import Bindings
 from servers.executor.client import ExecutorClient, execute_body, idempotency_key
 from servers.executor.observing import Observer
-from servers.log.decision_log import Admitted, DecisionLog, admit
+from servers.log.decision_log import Admitted, admit
 from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
 from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
 from servers.runtime.values import IntentsView, Seen
-from servers.store.dispatch import ApprovalRow, ContextRow, IntentRow, Store
+from servers.store.interface import DispatchStore, RecordLog
+from servers.store.rows import ApprovalRow, ContextRow, IntentRow
 from servers.support import memo
 
 Clock = Callable[[], int]
@@ -55,8 +56,8 @@ APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL
 class Runtime(Approvals):
     build: Build
     bindings: Bindings
-    store: Store
-    log: DecisionLog
+    store: DispatchStore
+    log: RecordLog
     client: ExecutorClient
     fingerprint_key: bytes
     clock: Clock

@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import keyring
 
@@ -28,9 +29,8 @@ from servers.config.files import (
     load_bindings,
     load_credentials,
 )
-from servers.log.decision_log import DecisionLog
 from servers.store.datadir import DataDir, DataDirError
-from servers.store.dispatch import Store
+from servers.store.interface import DispatchStore, RecordLog
 from servers.store.opening import open_data
 from servers.store.reconcile import Reconciled
 
@@ -42,17 +42,24 @@ def wall_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
+class Closing(Protocol):
+    """What holds the store open: a data directory (its lock too), or a replica's hold on a
+    database; ``close`` closes the store and the log."""
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Prepared:
     """Everything checked. ``store`` and ``log`` are open and close with ``data``
-    (:meth:`DataDir.close`), before its lock is released."""
+    (:meth:`DataDir.close`: before its lock is released)."""
 
     build: Build
     bindings: Bindings
     credentials: Credentials
-    data: DataDir
-    store: Store
-    log: DecisionLog
+    data: Closing
+    store: DispatchStore
+    log: RecordLog
     fingerprint_key: bytes = field(repr=False)
     approval_token: str | None = field(default=None, repr=False)
     require_turn: bool = False
@@ -66,15 +73,38 @@ def prepare(
     build_dir: str | Path,
     bindings_path: str | Path,
     credentials_path: str | Path,
-    data_dir: str | Path,
+    data_dir: str | Path | None = None,
+    store_url: str | None = None,
+    replica_id: str | None = None,
     env: Mapping[str, str],
     require_turn: bool = False,
     clock: Clock = wall_clock,
     keyring_get: Callable[[str, str], str | None] = keyring.get_password,
 ) -> Prepared:
+    """Everything checked, the store open: the SQLite one of ``data_dir``, or (``store_url``)
+    a replica's hold on a PostgreSQL database (``servers.runtime.replica``)."""
     build, credentials, bindings, token = _configuration(
         build_dir, bindings_path, credentials_path, env, keyring_get
     )
+    checked = partial(
+        Prepared,
+        build=build,
+        bindings=bindings,
+        credentials=credentials,
+        approval_token=token,
+        require_turn=require_turn,
+        clock=clock,
+    )
+    if store_url is not None:
+        from servers.runtime.replica import prepare_replica  # noqa: PLC0415 -- loads psycopg
+
+        try:
+            found = prepare_replica(store_url, replica_id, bindings, str(bindings_path), clock())
+        except ConfigError as exc:
+            raise StartRefused([exc]) from None
+        return checked(data=found, store=found.store, log=found.log, fingerprint_key=found.key)
+    if data_dir is None:
+        raise ValueError("a data directory or a store URL is required")
     data = _own(Path(data_dir))  # only once every file is accepted: a refusal creates nothing
     try:
         opened = open_data(data, trace_key=bindings.trace_key, now_ms=clock())
@@ -83,18 +113,12 @@ def prepare(
     except BaseException:
         data.close()
         raise
-    return Prepared(
-        build=build,
-        bindings=bindings,
-        credentials=credentials,
+    return checked(
         data=data,
         store=opened.store,
         log=opened.log,
         fingerprint_key=opened.key,
         reconciled=opened.reconciled,
-        approval_token=token,
-        require_turn=require_turn,
-        clock=clock,
     )
 
 

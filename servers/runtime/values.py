@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servers.store.dispatch import ApprovalRow, IntentRow, Store
+from servers.store.interface import DispatchStore
+from servers.store.rows import ApprovalRow, IntentRow
 from servers.support import memo
 
 
@@ -49,7 +50,7 @@ class IntentsView:
     def __init__(self) -> None:
         self._known: dict[str, list[IntentRow]] = {}
 
-    def of(self, store: Store, context_ref: str) -> list[IntentRow]:
+    def of(self, store: DispatchStore, context_ref: str) -> list[IntentRow]:
         found = memo.cached(self._known, context_ref)
         if found is None:
             found = store.intents(context_ref)

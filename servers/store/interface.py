@@ -1,0 +1,93 @@
+"""What the runtime needs of a dispatch store and of a decision log, whichever backs them.
+
+Two backends implement them: SQLite in a data directory (``servers.store.dispatch.Store`` and
+``servers.log.decision_log.DecisionLog``, one runtime process, the embedded default) and
+PostgreSQL (``servers.store.postgres``, runtime replicas on one database). The runtime's service
+layer (``servers.runtime.service``) is written against these protocols only.
+
+The contract both keep:
+
+- reads are plain calls (the event loop's, kept cheap: contexts never change once saved and
+  are cached) and see every write whose call has returned, in this process or another;
+- writes are coroutines that return once the write is durable; a ``record`` given with a write
+  reaches the decision log if and only if the write took effect (for ``begin_intent_async``:
+  the intent was inserted), after its commit or in its transaction;
+- ``begin_intent_async`` is the once-only arbiter: ``decide`` (pure) runs on the context's
+  intents as they are inside the claiming transaction, and a call id is inserted at most once
+  per context, whoever claims it concurrently, by a constraint of the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from servers.log.encoding import Admitted
+from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow
+
+T = TypeVar("T")
+
+
+class DispatchStore(Protocol):
+    """Contexts, intents and approvals (:mod:`servers.store.interface`)."""
+
+    interrupted: tuple[IntentRow, ...]
+    """The intents found ``PENDING`` at open and made ``UNKNOWN`` (``INTERRUPTED``)."""
+
+    def context(self, context_ref: str) -> ContextRow | None: ...
+
+    def intents(self, context_ref: str) -> list[IntentRow]: ...
+
+    def intent(self, context_ref: str, call_id: str) -> IntentRow | None: ...
+
+    def intents_with_call(self, call_id: str) -> list[IntentRow]: ...
+
+    def approvals(self, context_ref: str) -> list[ApprovalRow]: ...
+
+    async def save_context_async(
+        self, row: ContextRow, *, record: Admitted | None = None
+    ) -> None: ...
+
+    async def begin_intent_async(
+        self,
+        context_ref: str,
+        call_id: str,
+        tool: str,
+        fingerprint: str,
+        now_ms: int,
+        *,
+        decide: Callable[[list[IntentRow]], bool],
+        seen: list[IntentRow] | None = None,
+        record: Admitted | None = None,
+    ) -> Claim: ...
+
+    async def complete_intent_async(
+        self,
+        context_ref: str,
+        call_id: str,
+        status: str,
+        reason: str | None,
+        now_ms: int,
+        *,
+        record: Admitted | None = None,
+    ) -> bool: ...
+
+    async def save_approval_async(
+        self, row: ApprovalRow, *, record: Admitted | None = None
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class RecordLog(Protocol):
+    """The decision log the runtime appends to and reads traces from."""
+
+    async def append_async(self, record: Mapping[str, Any]) -> int: ...
+
+    async def append_admitted(self, prepared: Admitted) -> int: ...
+
+    async def trace_async(
+        self, context_ref: str, render: Callable[[list[dict[str, Any]]], T]
+    ) -> T: ...
+
+    def close(self) -> None: ...
