@@ -16,7 +16,7 @@ from compiler.diagnostics import CompileError
 from policy.replay import ReplayReport, WhatIfReport, replay, what_if
 from seif import replay_text
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
-from seif.tracefile import FORMATS, TraceFileError, TraceLog, export, open_log
+from seif.tracefile import FORMATS, TraceFileError, TraceLog, export, export_store, open_log
 
 
 def add_parsers(sub: Any) -> None:
@@ -24,7 +24,11 @@ def add_parsers(sub: Any) -> None:
     trace = sub.add_parser("trace", help="the decision log")
     actions = trace.add_subparsers(dest="trace_command", required=True, parser_class=type(trace))
     exporting = actions.add_parser("export", help="export the decision log (works while serving)")
-    exporting.add_argument("--data", required=True, metavar="DIR", help="the data directory")
+    source = exporting.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", metavar="DIR", help="the data directory (a SQLite store)")
+    source.add_argument(
+        "--store", metavar="URL", help="a postgresql:// store of runtime replicas (its log table)"
+    )
     exporting.add_argument("--out", required=True, metavar="FILE", help="the file to write")
     exporting.add_argument(
         "--format",
@@ -48,7 +52,10 @@ def add_parsers(sub: Any) -> None:
 def cmd_trace_export(args: argparse.Namespace) -> int:
     fmt = args.format or ("jsonl" if str(args.out).endswith((".jsonl", ".json")) else "cbor")
     try:
-        done = export(args.data, args.out, fmt)
+        if getattr(args, "store", None) is not None:
+            done = export_store(args.store, args.out, fmt)
+        else:
+            done = export(args.data, args.out, fmt)
     except TraceFileError as exc:
         warn(f"seif trace export: {exc}")
         return EXIT_USAGE

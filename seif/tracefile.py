@@ -205,3 +205,28 @@ def export(data_dir: str | os.PathLike[str], out: str | os.PathLike[str], fmt: s
     except OSError as exc:
         raise TraceFileError(f"{target}: {exc.strerror or exc}") from None
     return Exported(target, fmt, count, first, last, log.torn)
+
+
+def export_store(url: str, out: str | os.PathLike[str], fmt: str) -> Exported:
+    """Write the decision log of the PostgreSQL store at ``url`` to ``out``, in the same
+    formats as :func:`export` (the CBOR bytes are the records as the table holds them, the same
+    canonical CBOR the file log writes), from one snapshot. Safe while replicas run."""
+    from servers.store.pg_log import decoded, stored_records  # noqa: PLC0415 -- loads psycopg
+    from servers.store.rows import StoreError  # noqa: PLC0415
+
+    if fmt not in FORMATS:
+        raise TraceFileError(f"unknown format `{fmt}` (one of: {', '.join(FORMATS)})")
+    count, first, last = 0, None, None
+    target = Path(out)
+    try:
+        with _atomic(target) as fh:
+            for raw in stored_records(url):
+                record = decoded(raw)
+                fh.write(raw if fmt == "cbor" else _jsonl(record))
+                count, last = count + 1, record["seq"]
+                first = last if first is None else first
+    except StoreError as exc:
+        raise TraceFileError(str(exc)) from None
+    except OSError as exc:
+        raise TraceFileError(f"{target}: {exc.strerror or exc}") from None
+    return Exported(target, fmt, count, first, last, 0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 from collections.abc import AsyncIterator
@@ -161,3 +162,30 @@ def test_seif_serve_takes_exactly_one_store(tmp_path: Path) -> None:
         )  # fmt: skip
         assert proc.returncode == 2 and "store" in proc.stderr, (extra, proc.stderr)
     assert not (tmp_path / "d").exists()  # nothing was created
+
+
+def test_the_store_s_log_exports_and_replays_exactly(tmp_path: Path, pg_url: str) -> None:
+    """``seif trace export --store URL`` writes the replicas' log in the file log's format, and
+    ``seif replay`` reproduces every disclosure recorded by either replica."""
+
+    async def scenario() -> str:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            ref = (await a.resolve())["contextRef"]
+            await b.resolve(objective="learner", consumer="tutor-app")
+            await b.execute(ref, "inspect-context", "x-1", READ_ARGS)
+            return str(a.config.build)
+
+    build = run_async(scenario())
+    out = tmp_path / "log.cbor"
+    command = [*seif_command(), "trace", "export", "--store", pg_url, "--out", str(out)]
+    exported = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert exported.returncode == 0, exported.stderr
+    assert "exported" in exported.stdout
+    replayed = subprocess.run(
+        [*seif_command(), "replay", "--build", build, "--log", str(out), "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    report = json.loads(replayed.stdout)["replay"]
+    assert report["ok"] is True and report["disclosed"] >= 2, report
+    assert report["reproduced"] == report["disclosed"] and report["mismatched"] == 0

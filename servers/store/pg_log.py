@@ -110,6 +110,18 @@ class Sequencer:
         }
 
 
+def stored_records(url: str, timeout_s: int = 10) -> Iterator[bytes]:
+    """Every record of the decision log table at ``url``, in ``seq`` order, from one snapshot:
+    what ``seif trace export --store`` writes. No replica is registered, nothing is written;
+    a failure is a :class:`StoreError` that names the store without its password."""
+    try:
+        for (raw,) in schema.snapshot(url, timeout_s, EVERY_RECORD):
+            yield bytes(raw)
+    except psycopg.Error as exc:
+        message = schema.scrubbed(str(exc).strip(), url)
+        raise StoreError(f"the store `{schema.redacted(url)}` cannot be read: {message}") from None
+
+
 def decoded(raw: bytes) -> dict[str, Any]:
     """One record of the table, decoded as the file log's readers decode one (duplicate keys
     refused; a map)."""
