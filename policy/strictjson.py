@@ -225,7 +225,7 @@ def _plain(value: Any) -> Any:
 
 
 def _refuse_lone_surrogates(value: JsonValue) -> None:
-    if any(not s.isascii() and not _encodable(s) for s in iter_strings(value)):
+    if any(not s.isascii() and not encodable(s) for s in iter_strings(value)):
         pointer = find_pointer(value, _holds_lone)  # a string, or the object with such a key
         raise JsonError(
             "LONE_SURROGATE",
@@ -239,10 +239,11 @@ def _holds_lone(_key: object, node: object, _depth: int) -> bool:
 
 
 def _lone(item: object) -> bool:
-    return isinstance(item, str) and not item.isascii() and not _encodable(item)
+    return isinstance(item, str) and not item.isascii() and not encodable(item)
 
 
-def _encodable(text: str) -> bool:
+def encodable(text: str) -> bool:
+    """Whether ``text`` is UTF-8 text (no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

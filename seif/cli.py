@@ -94,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
         "host and pid)",
     )
     serve.add_argument(
+        "--lease-timeout",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="with --store postgresql://: how long this replica's lease lasts unrenewed (renewed "
+        "every third of it); its unfinished calls become UNKNOWN that long after it died "
+        "(default: %(default)s)",
+    )
+    serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
     )
     serve.add_argument(

@@ -51,6 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             data_dir=where.data_dir,
             store_url=where.url,
             replica_id=getattr(args, "replica_id", None),
+            lease_ms=round(getattr(args, "lease_timeout", 15.0) * 1000),
             env=os.environ,
             require_turn=args.require_turn,
         )

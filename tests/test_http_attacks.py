@@ -527,12 +527,23 @@ def held(
         maps = Path(f"/proc/{proc.pid}/maps")
         if maps.exists():  # the loop asked for is the loop that runs
             assert ("uvloop" in maps.read_text()) == (event_loop == "uvloop")
-        files = open_files(proc.pid) if Path("/proc/self/fd").is_dir() else 0
         stderr = config.data.parent / "serve.err"
-        yield Held(host, int(port), proc.pid, executor_url, stderr, files)
+        served = Held(host, int(port), proc.pid, executor_url, stderr)
+        wait_ready(served)  # idle only once its executor is observed (a connection kept)
+        served.files = open_files(proc.pid) if Path("/proc/self/fd").is_dir() else 0
+        yield served
     finally:
         stop(proc)
         stop(executor)
+
+
+def wait_ready(served: Served, bound: float = 10.0) -> None:
+    """Until `GET /v1/ready` answers 200 (its executors observed), then a moment more."""
+    started = time.monotonic()
+    while request(served, "GET", "/v1/ready").status != 200:
+        assert time.monotonic() - started < bound, "the runtime never became ready"
+        time.sleep(0.05)
+    time.sleep(0.2)
 
 
 def health_within(served: Served, bound: float) -> float | None:

@@ -35,8 +35,11 @@ TRACE_ENV = {**ENV, "CONTEXT_TOOL_TRACE_KEY": "replicas-share-this-trace-key-012
 
 
 @contextlib.asynccontextmanager
-async def replicas(root: Path, url: str, count: int = 2) -> AsyncIterator[list[Stack]]:
-    """``count`` runtimes on the database of ``url``, named ``r0``, ``r1``, ..."""
+async def replicas(
+    root: Path, url: str, count: int = 2, **options: Any
+) -> AsyncIterator[list[Stack]]:
+    """``count`` runtimes on the database of ``url``, named ``r0``, ``r1``, ... (``options``
+    go to ``runtime_stack``)."""
     executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
     async with serving(executor_app) as executor_url:
         document = {**bindings_document(executor_url), "traceKeyRef": "env:CONTEXT_TOOL_TRACE_KEY"}
@@ -51,6 +54,7 @@ async def replicas(root: Path, url: str, count: int = 2) -> AsyncIterator[list[S
                         env=TRACE_ENV,
                         store_url=url,
                         replica_id=f"r{i}",
+                        **options,
                     )
                 )
                 for i in range(count)

@@ -21,7 +21,7 @@ from policy.state import fingerprint
 from servers.log.decision_log import admit, read_records
 from servers.log.encoding import encoded
 from servers.store.pg_log import REPLICA_LOST, renew
-from servers.store.pg_schema import PG_SCHEMA_VERSION, redacted
+from servers.store.pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, redacted
 from servers.store.postgres import PgStore
 from servers.store.rows import (
     FAILED,
@@ -349,7 +349,27 @@ def test_migrations_run_once_when_two_replicas_start_together(pg_url: str) -> No
         opened = list(starting.map(start, range(4)))  # none refused
     for s in opened:
         s.close()
-    assert _select(pg_url, "SELECT version FROM schema_version") == [(PG_SCHEMA_VERSION,)]
+    applied = _select(pg_url, "SELECT version FROM schema_version ORDER BY version")
+    assert applied == [(v,) for v in range(1, PG_SCHEMA_VERSION + 1)]  # each once
+
+
+def test_a_database_of_an_older_version_is_migrated_forwards_keeping_its_rows(
+    pg_url: str,
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # a database as version 1 left it
+        conn.execute("CREATE TABLE schema_version (version integer PRIMARY KEY,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+        conn.execute(MIGRATIONS[1])
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        conn.execute("INSERT INTO turns VALUES ('turn_1', 'app', 1, NULL)")
+    store = _open(pg_url, "r1")
+    try:
+        assert store.turn("turn_1") is not None
+    finally:
+        store.close()
+    applied = _select(pg_url, "SELECT version FROM schema_version ORDER BY version")
+    assert applied == [(v,) for v in range(1, PG_SCHEMA_VERSION + 1)]
+    assert _select(pg_url, "SELECT count(*) FROM held_calls") == [(0,)]
 
 
 def test_a_newer_database_is_refused(pg_url: str) -> None:

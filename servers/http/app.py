@@ -11,6 +11,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -21,8 +22,11 @@ from servers.http.middleware import errors
 from servers.http.wire import json_response
 from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
+from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
 from servers.runtime.startup import Prepared
+from servers.runtime.turns import StoredTurns
+from servers.runtime.values import alone
 from servers.support import bounded
 
 LOG = logging.getLogger("seif.runtime")
@@ -40,10 +44,15 @@ class Turn:
 
 
 TURNS: web.AppKey[bounded.Owned[str, Turn]] = web.AppKey("turns", bounded.Owned)
+STORED_TURNS: web.AppKey[StoredTurns | None] = web.AppKey("stored_turns")
+"""The turns of replicas on a shared store (``servers.runtime.turns``), used instead of
+:data:`TURNS` when set."""
 MCP_REVISIONS: web.AppKey[tuple[str, ...]] = web.AppKey("mcp_revisions", tuple)
 """The MCP revisions served at ``/mcp/{objective}`` (``servers.mcp`` mounts them), if any."""
 APPROVAL: web.AppKey[Credentials] = web.AppKey("approval", Credentials)
 """The runner approval credential alone, compared as application tokens are."""
+PEERS_POLL_S = 0.02
+"""How often a duplicate of a call running on another replica reads whether it ended."""
 MAX_TURNS = 10_000
 """Turns held in memory at most, a last resort: the credential holding the most loses its
 oldest (finished, that is completed or expired, ones are dropped first)."""
@@ -88,7 +97,7 @@ def _live_turn(request: web.Request, credential: Credential, turn_id: str | None
         if request.app[PREPARED].require_turn:
             raise HttpError(403, "TURN_REQUIRED", "start a turn and pass its `turnId`")
         return None
-    turn = request.app[TURNS].get(turn_id)
+    turn = _turn(request, turn_id)
     if (
         turn is None
         or turn.credential != credential.id
@@ -99,14 +108,27 @@ def _live_turn(request: web.Request, credential: Credential, turn_id: str | None
     return turn_id
 
 
+def _turn(request: web.Request, turn_id: str) -> Turn | None:
+    stored = request.app[STORED_TURNS]
+    if stored is None:
+        return request.app[TURNS].get(turn_id)
+    row = stored.get(turn_id)
+    return Turn(row.credential_id, row.expires_at, row.outcome) if row is not None else None
+
+
 async def health(_request: web.Request) -> web.Response:
     return json_response({"status": "ok"})
 
 
 async def ready(request: web.Request) -> web.Response:
     tools = await request.app[RUNTIME].readiness()
-    status = 200 if all(v == "READY" for v in tools.values()) else 503
-    return json_response({"ready": status == 200, "tools": tools}, status=status)
+    ready = all(v == "READY" for v in tools.values())
+    body: dict[str, Any] = {"ready": ready, "tools": tools}
+    store_state = getattr(request.app[PREPARED].data, "store_state", None)  # a replica's
+    if store_state is not None:  # a replica whose lease lapsed claims nothing: send it nothing
+        body["store"] = store_state()
+        body["ready"] = ready = ready and body["store"] == "READY"
+    return json_response(body, status=200 if ready else 503)
 
 
 async def capabilities(request: web.Request) -> web.Response:
@@ -125,6 +147,10 @@ async def start_turn(request: web.Request) -> web.Response:
     turn_id = "turn_" + secrets.token_urlsafe(18)
     now = request.app[RUNTIME].clock()
     expires = now + TURN_TTL_MS
+    stored = request.app[STORED_TURNS]
+    if stored is not None:
+        stored.start(turn_id, credential.id, expires, MAX_TURNS_PER_CREDENTIAL)
+        return json_response({"turnId": turn_id, "expiresAt": iso(expires)})
     request.app[TURNS].admit(  # finished turns go first, then this credential's oldest
         turn_id,
         Turn(credential.id, expires),
@@ -141,10 +167,12 @@ async def complete_turn(request: web.Request) -> web.Response:
     body = wire.fields(await wire.read_json(request), wire.COMPLETE_TURN)
     if body["outcome"] not in ("COMPLETED", "FAILED"):
         raise wire.bad_request("`outcome` must be `COMPLETED` or `FAILED`")
-    turn = request.app[TURNS].get(request.match_info["turnId"])
+    turn_id = request.match_info["turnId"]
+    turn = _turn(request, turn_id)
     if turn is None or turn.credential != credential.id:
         raise HttpError(404, "TURN_UNKNOWN", "no such turn")
-    if turn.outcome is not None:
+    stored = request.app[STORED_TURNS]
+    if turn.outcome is not None or (stored and not stored.complete(turn_id, body["outcome"])):
         raise HttpError(409, "TURN_COMPLETED", "the turn was completed already")
     turn.outcome = body["outcome"]
     return json_response({"turnId": request.match_info["turnId"], "outcome": turn.outcome})
@@ -236,6 +264,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     # opened, checked and reconciled by `prepare`; a write's record is logged by the store's
     # writer, after its commit
     store, log = prepared.store, prepared.log
+    shared = getattr(prepared.data, "pending_calls", None)  # a replica of a shared store
+    pending = shared(prepared.clock, prepared.build.project.approval_tools) if shared else None
     app[RUNTIME] = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,
@@ -244,6 +274,9 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         client=ExecutorClient(transport),
         fingerprint_key=prepared.fingerprint_key,
         clock=prepared.clock,
+        pending=pending if pending is not None else PendingCalls(),
+        peers_poll_s=PEERS_POLL_S if pending is not None else None,
+        exclusive=getattr(prepared.data, "exclusive", alone),
     )
     await app[RUNTIME].log_interrupted(store.interrupted)
     keep = getattr(prepared.data, "keep_lease", None)  # a replica of a shared store
@@ -268,6 +301,8 @@ def create_app(prepared: Prepared) -> web.Application:
     app = web.Application(middlewares=[errors], client_max_size=wire.MAX_BODY_BYTES)
     app[PREPARED] = prepared
     app[TURNS] = bounded.Owned()
+    shared = getattr(prepared.data, "turns", None)  # a replica of a shared store
+    app[STORED_TURNS] = shared() if shared is not None else None
     app[MCP_REVISIONS] = ()  # none unless `servers.mcp` is mounted
     token = prepared.approval_token
     app[APPROVAL] = Credentials(

@@ -1,7 +1,9 @@
 """The error middleware every seif HTTP server uses: an ``HttpError`` becomes its JSON answer,
 aiohttp's own 404, 405 and 413 become the API's JSON error (a 405 keeps its ``Allow``), a body
-past the size limit is 413 before any handler reads it, and anything else is a logged
-``500 INTERNAL`` that says nothing about the data (a bug, never a client's doing)."""
+past the size limit is 413 before any handler reads it, a store that did not answer is a
+``503 STORE_UNAVAILABLE`` (a shared store down or too busy: retry, with the same ``callId``),
+and anything else is a logged ``500 INTERNAL`` that says nothing about the data (a bug, never
+a client's doing)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from aiohttp import web
 from servers.http import wire
 from servers.http.wire import error_response
 from servers.runtime.errors import HttpError
+from servers.store.rows import StoreError
 
 LOG = logging.getLogger("seif.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+UNAVAILABLE = "the store did not answer: retry (a call with the same `callId` runs once)"
 
 
 @web.middleware
@@ -29,6 +33,9 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = error_response(exc)
     except web.HTTPException as exc:
         response = _routing_error(exc)
+    except StoreError as exc:  # the store did not answer (a shared one: down, or too busy)
+        LOG.error("store unavailable in %s %s: %s", request.method, request.path, exc)
+        response = error_response(HttpError(503, "STORE_UNAVAILABLE", UNAVAILABLE))
     except Exception as exc:  # a bug, never a client's doing: say nothing about the data
         LOG.error("internal error in %s %s: %s", request.method, request.path, type(exc).__name__)
         response = error_response(HttpError(500, "INTERNAL", "internal error"))

@@ -403,7 +403,11 @@ def _schemas() -> dict[str, Any]:
         "Health": obj(["status"], {"status": {"const": "ok"}}, closed=True),
         "Ready": obj(
             ["ready", "tools"],
-            {"ready": BOOL, "tools": {"type": "object", "additionalProperties": states}},
+            {
+                "ready": BOOL,
+                "tools": {"type": "object", "additionalProperties": states},
+                "store": {"enum": ["READY", "LEASE_LOST"]},
+            },
             closed=True,
         ),
         "Capabilities": _capabilities_schema(),

@@ -156,12 +156,19 @@ def fields(body: Mapping[str, Any], shape: Mapping[str, Field]) -> dict[str, Any
     return out
 
 
+def is_id(value: object) -> bool:
+    """A name a client gives (an id, a call id, a coordinate): a non-empty string of at most
+    :data:`MAX_ID_LENGTH` characters, none of them NUL (which no store's text can hold)."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and "\x00" not in value
+
+
+ID_RULE = f"a non-empty string of at most {MAX_ID_LENGTH} characters, none of them NUL"
+
+
 def _check_kind(name: str, kind: str, value: Any) -> None:
     if kind == "str":
-        if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
-            raise bad_request(
-                f"`{name}` must be a non-empty string of at most {MAX_ID_LENGTH} characters"
-            )
+        if not is_id(value):
+            raise bad_request(f"`{name}` must be {ID_RULE}")
     elif kind == "text":
         if not isinstance(value, str) or not value.strip() or len(value) > 4096:
             raise bad_request(f"`{name}` must be a non-empty string of at most 4096 characters")

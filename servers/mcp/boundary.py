@@ -166,10 +166,8 @@ def _coordinates(request: web.Request) -> dict[str, str]:
         values = request.query.getall(name)
         if len(values) > 1:
             raise wire.bad_request(f"query parameter `{name}` is given more than once")
-        if not 0 < len(values[0]) <= wire.MAX_ID_LENGTH:
-            raise wire.bad_request(
-                f"`{name}` must be a non-empty string of at most {wire.MAX_ID_LENGTH} characters"
-            )
+        if not wire.is_id(values[0]):
+            raise wire.bad_request(f"`{name}` must be {wire.ID_RULE}")
         out[name] = values[0]
     return out
 

@@ -112,7 +112,8 @@ async def _waited(
                 return denied  # APPROVAL_REQUIRED: still held, approvable later
             await wait.progress(wait.seconds - left, wait.seconds, "waiting for a human to approve")
             with contextlib.suppress(TimeoutError):  # woken, or time to say progress
-                await asyncio.wait_for(woken.wait(), timeout=min(left, PROGRESS_EVERY_S))
+                every = min(PROGRESS_EVERY_S, runtime.pending.poll_s or PROGRESS_EVERY_S)
+                await asyncio.wait_for(woken.wait(), timeout=min(left, every))
         finally:
             runtime.pending.unwait(key, woken)
     return denied  # nobody waits for the answer any more: nothing more is done

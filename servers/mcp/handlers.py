@@ -5,6 +5,7 @@ the runtime's answer as the SDK's result types."""
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -61,12 +62,8 @@ class Asked:
         meta = self.sent.get("_meta")
         given = meta.get(CALL_ID_META) if isinstance(meta, dict) else None
         if given is not None:
-            if not isinstance(given, str) or not 0 < len(given) <= wire.MAX_ID_LENGTH:
-                raise MCPError(
-                    mt.INVALID_PARAMS,
-                    f"`_meta.{CALL_ID_META}` must be a non-empty string of at most "
-                    f"{wire.MAX_ID_LENGTH} characters",
-                )
+            if not wire.is_id(given):
+                raise MCPError(mt.INVALID_PARAMS, f"`_meta.{CALL_ID_META}` must be {wire.ID_RULE}")
             return CallId(given, named=True)
         if self.session is not None:
             seed = self.session.encode() + b"\0" + dump_bytes(self.request_id)
@@ -110,7 +107,8 @@ async def call_tool(
     if not call_id.named:
         return await _call_here(app, asked, name, call_id.value, progress, renewed)
     mounted = app[MOUNTED]
-    async with mounted.claims.held((asked.credential, asked.objective, call_id.value)):
+    key = (asked.credential, asked.objective, call_id.value)
+    async with mounted.claims.held(key), app[RUNTIME].exclusive(json.dumps(["mcp-call", *key])):
         return await _call_here(app, asked, name, call_id.value, progress, renewed)
 
 

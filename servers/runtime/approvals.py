@@ -9,8 +9,10 @@ still the engine's (an approval is recorded through ``ContextState.record_approv
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from policy.canonical import EncodingError
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from policy.ir import Project
     from policy.state import ContextState
     from servers.log.decision_log import Admitted
-    from servers.runtime.values import IntentsView
+    from servers.runtime.values import Exclusive, IntentsView
     from servers.store.dispatch import IntentRow
     from servers.store.interface import DispatchStore, RecordLog
 
@@ -41,6 +43,7 @@ class Approvals:
         _tasks: set[asyncio.Task[Any]]
         _deciding: asyncio.Lock
         _intents: IntentsView
+        exclusive: Exclusive
 
         @property
         def ir(self) -> Project: ...
@@ -70,7 +73,7 @@ class Approvals:
 
     async def approve(self, request: Mapping[str, Any], approver: str) -> dict[str, Any]:
         request = self._by_id(request)
-        async with self._deciding:  # one approve or reject at a time: neither overtakes
+        async with self._one_decision(request):  # one approve or reject at a time
             row, fp, now = self._decidable(request)
             tool, call_id = request["tool"], request["callId"]
             if await self._was_rejected(row.context_ref, call_id):
@@ -80,6 +83,14 @@ class Approvals:
                     409, "CALL_DECIDED", "these exact arguments are approved, or the call has run"
                 )
             return await self._approve(row, tool, call_id, fp, now, approver)
+
+    @contextlib.asynccontextmanager
+    async def _one_decision(self, request: Mapping[str, Any]) -> AsyncIterator[None]:
+        """One approve or reject at a time in this process (neither overtakes), and of one
+        call at a time across every replica of a shared store."""
+        name = json.dumps(["decide", request["contextRef"], request["callId"]])
+        async with self._deciding, self.exclusive(name):
+            yield
 
     def _decided(
         self, row: ContextRow, call_id: str, now: int, fingerprint: str | None = None
@@ -153,7 +164,7 @@ class Approvals:
         ``CALL_REJECTED`` when it was rejected already, ``CALL_DECIDED`` when it has an
         unexpired approval or has been dispatched."""
         request = self._by_id(request)
-        async with self._deciding:
+        async with self._one_decision(request):
             row, fp, now = self._decidable(request)
             tool, call_id = request["tool"], request["callId"]
             key = (row.context_ref, call_id)
@@ -285,8 +296,8 @@ class Approvals:
 
     def _forget_exhausted(self, context_ref: str, tool_id: str) -> None:
         """A tool that used its ``maxCalls`` in a context can approve nothing more there."""
-        if not self.pending.holds(context_ref):  # the common case: nothing to forget
-            return
+        if tool_id not in self.ir.approval_tools or not self.pending.holds(context_ref):
+            return  # the common case: nothing of it can be held
         used = sum(i.tool == tool_id for i in self._intents.of(self.store, context_ref))
         if used >= self.ir.tool_by_id[tool_id].max_calls:
             self.pending.discard_tool(context_ref, tool_id)

@@ -114,6 +114,10 @@ class PendingCalls:
     end, so an insertion costs O(log n) amortised, plus one look over the owners when a
     bound in all is reached."""
 
+    poll_s: float | None = None
+    """How often a wait reads the approval status again unwoken: never here (every decision
+    is made in this process, and wakes it); ``servers.runtime.shared_pending`` sets one."""
+
     def __init__(
         self,
         per_context: int = PER_CONTEXT,
@@ -226,6 +230,10 @@ class PendingCalls:
         if len(self._due) > 2 * len(self._all) + 64:
             self._rebuild()
         return held.item
+
+    def ran(self, key: Key, tool: str) -> None:
+        """The call was dispatched: it is no longer held (``tool`` is its tool)."""
+        self.discard(key)
 
     def approved(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         """An approval of exactly the held call ends its wait; one of other arguments does

@@ -1,7 +1,7 @@
 """A runtime replica's hold on a PostgreSQL store (``seif serve --store postgresql://...``).
 
 The replica is named (``--replica-id``, by default host and pid) in the store's replica table
-and in every record it logs; it holds a lease the store renews every :data:`RENEW_EVERY_MS`,
+and in every record it logs; it holds a lease the store renews every third of its length,
 and an intent of a replica whose lease lapsed is made ``UNKNOWN`` by the others
 (``servers.store.postgres``). The fingerprint key must come from the bindings' ``traceKeyRef``:
 every replica must compute the same fingerprints, so a replica without one is refused.
@@ -14,15 +14,24 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
+import psycopg
+
 from servers.config.files import Bindings, ConfigError, Problem
+from servers.runtime.shared_pending import SharedPendingCalls
+from servers.runtime.turns import StoredTurns
+from servers.store.pg_held import HeldTable
 from servers.store.postgres import PgDecisionLog, PgStore
+from servers.store.rows import StoreError
+from servers.store.sealing import Sealer
 
 LOG = logging.getLogger("seif.runtime")
 LEASE_MS = 15_000
-"""How long a replica's lease lasts unrenewed: its intents become ``UNKNOWN`` after that."""
-RENEW_EVERY_MS = 5_000
+"""How long a replica's lease lasts unrenewed by default (``--lease-timeout``): its intents
+become ``UNKNOWN`` after that. It is renewed every third of it."""
+MIN_LEASE_MS = 1_000
 
 
 @dataclass
@@ -33,6 +42,8 @@ class ReplicaHold:
     log: PgDecisionLog
     key: bytes = field(repr=False)
     replica_id: str = ""
+    lease_ms: int = LEASE_MS
+    held: HeldTable | None = None
 
     def close(self) -> None:
         self.store.close()
@@ -43,20 +54,54 @@ class ReplicaHold:
         await self.store.aclose()
         self.log.close()
 
+    def store_state(self) -> str:
+        """``READY``, or ``LEASE_LOST`` once the lease lapsed (this replica claims no more:
+        restart it; a new process takes a new lease)."""
+        return "LEASE_LOST" if self.store.lease_lost else "READY"
+
+    def exclusive(self, name: str) -> AbstractAsyncContextManager[None]:
+        """``name`` held by this replica alone (``PgStore.exclusive``)."""
+        return self.store.exclusive(name)
+
+    def turns(self) -> StoredTurns:
+        """The turns, shared through the store."""
+        return StoredTurns(self.store)
+
+    def pending_calls(
+        self, clock: Callable[[], int], approval_tools: frozenset[str]
+    ) -> SharedPendingCalls:
+        """The calls held for approval, shared through the store (arguments sealed with a
+        key derived from the trace key)."""
+        table = HeldTable(self.store, Sealer(self.key))
+        self.held = table
+        return SharedPendingCalls(table, clock, approval_tools)
+
     async def keep_lease(self, clock: Callable[[], int]) -> None:
-        """Renew the lease every :data:`RENEW_EVERY_MS` and make the intents of replicas whose
+        """Renew the lease every third of :attr:`lease_ms` and make the intents of replicas whose
         lease lapsed ``UNKNOWN`` (logged by the store), until cancelled. A lease found lapsed
         (this process stalled past it) stops here: the store refuses this replica's claims
         from then on, so nothing it no longer owns is dispatched."""
         while True:
-            await asyncio.sleep(RENEW_EVERY_MS / 1000)
-            if not await self.store.renew_lease_async(clock()):
-                LOG.error("replica %s: its lease lapsed; it claims no more calls", self.replica_id)
-                return
-            reaped = await self.store.reap_async(clock())
-            if reaped:
-                LOG.warning("replica %s: %d intents of lost replicas are UNKNOWN now",
-                            self.replica_id, len(reaped))  # fmt: skip
+            await asyncio.sleep(self.lease_ms / 3000)
+            try:
+                if not await self._upkeep(clock):
+                    return
+            except (StoreError, psycopg.Error) as exc:  # the store did not answer: next time
+                LOG.error("replica %s: store upkeep failed: %s", self.replica_id,
+                          type(exc).__name__)  # fmt: skip
+
+    async def _upkeep(self, clock: Callable[[], int]) -> bool:
+        """One renewal, tidying and reaping; False once the lease was found lapsed."""
+        if not await self.store.renew_lease_async(clock()):
+            LOG.error("replica %s: its lease lapsed; it claims no more calls", self.replica_id)
+            return False
+        if self.held is not None:  # held calls their dead holder left, old outcomes
+            await asyncio.to_thread(self.held.tidy, clock())
+        reaped = await self.store.reap_async(clock())
+        if reaped:
+            LOG.warning("replica %s: %d intents of lost replicas are UNKNOWN now",
+                        self.replica_id, len(reaped))  # fmt: skip
+        return True
 
 
 def default_replica_id() -> str:
@@ -64,7 +109,12 @@ def default_replica_id() -> str:
 
 
 def prepare_replica(
-    url: str, replica_id: str | None, bindings: Bindings, bindings_file: str, now_ms: int
+    url: str,
+    replica_id: str | None,
+    bindings: Bindings,
+    bindings_file: str,
+    now_ms: int,
+    lease_ms: int = LEASE_MS,
 ) -> ReplicaHold:
     """Open the store of ``url`` as replica ``replica_id``: migrations applied (once, whoever
     starts together), the lease taken, this replica's own ``PENDING`` intents of an earlier
@@ -75,6 +125,9 @@ def prepare_replica(
             "the same fingerprints"
         )
         raise ConfigError([Problem("TRACE_KEY_REQUIRED", bindings_file, "", message)])
+    if lease_ms < MIN_LEASE_MS:
+        message = f"the lease must last {MIN_LEASE_MS / 1000:g} s at least"
+        raise ConfigError([Problem("LEASE_TOO_SHORT", "--lease-timeout", "", message)])
     name = replica_id or default_replica_id()
-    store = PgStore.open(url, replica_id=name, lease_ms=LEASE_MS, now_ms=now_ms)
-    return ReplicaHold(store, store.log, bindings.trace_key, name)
+    store = PgStore.open(url, replica_id=name, lease_ms=lease_ms, now_ms=now_ms)
+    return ReplicaHold(store, store.log, bindings.trace_key, name, lease_ms)

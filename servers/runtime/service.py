@@ -29,7 +29,7 @@ from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
 from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
-from servers.runtime.values import IntentsView, Seen
+from servers.runtime.values import Exclusive, IntentsView, Seen, alone
 from servers.store.interface import DispatchStore, RecordLog
 from servers.store.rows import ApprovalRow, ContextRow, IntentRow
 from servers.support import memo
@@ -73,6 +73,13 @@ class Runtime(Approvals):
     _deciding: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by one approve or reject at a time."""
     _observer: Observer = field(init=False)
+    exclusive: Exclusive = alone
+    """One holder of a name at a time across replicas (one approve or reject of a call, one
+    request of a named MCP call id); nothing to hold for one runtime."""
+    peers_poll_s: float | None = None
+    """Set when other processes write the store (replicas): how often a duplicate of a call
+    running elsewhere reads its intent until it is final. None for one runtime, whose own
+    calls in flight wake their duplicates."""
 
     def __post_init__(self) -> None:
         self._observer = Observer(self.bindings, self.client)
@@ -312,13 +319,15 @@ class Runtime(Approvals):
     async def _duplicate(self, row: ContextRow, call: Call) -> dict[str, Any]:
         event = self._inflight.get((row.context_ref, call.call_id))
         tool = self.ir.tool_by_id[call.tool]
-        if event is not None:
-            try:
+        try:
+            if event is not None:
                 await asyncio.wait_for(event.wait(), timeout=tool.timeout_ms / 1000)
-            except TimeoutError:
-                return events.receipt(
-                    call.call_id, call.tool, "UNKNOWN", duplicate=True, reason="IN_FLIGHT"
-                )
+            elif self.peers_poll_s is not None:  # it may be running on another replica
+                await asyncio.wait_for(self._final(row, call), timeout=tool.timeout_ms / 1000)
+        except TimeoutError:
+            return events.receipt(
+                call.call_id, call.tool, "UNKNOWN", duplicate=True, reason="IN_FLIGHT"
+            )
         status, reason = self._intent_status(row.context_ref, call.call_id)
         return events.receipt(call.call_id, call.tool, status, reason=reason, duplicate=True)
 
@@ -356,6 +365,16 @@ class Runtime(Approvals):
             if decision.reason == "CALL_CONFLICT":
                 return await self._denied(row, call, decision, row.coordinates)
         return None
+
+    async def _final(self, row: ContextRow, call: Call) -> None:
+        """Until the call's intent is final in the store (made so by whichever replica runs
+        it, or by the reaping of a lost one), read every :attr:`peers_poll_s`."""
+        assert self.peers_poll_s is not None
+        while True:
+            intent = self.store.intent(row.context_ref, call.call_id)
+            if intent is None or intent.status != "PENDING":
+                return
+            await asyncio.sleep(self.peers_poll_s)
 
     def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
         for intent in self.store.intents(context_ref):
@@ -395,12 +414,13 @@ class Runtime(Approvals):
         if inserted and existing is not None:
             self._intents.begun(existing)
         if not inserted:
-            # a PENDING row belongs to a request of this process, which owns the event
-            if created and (existing is None or existing.status != "PENDING"):
+            # the event made here is this request's alone: no request of this process runs the
+            # call (a PENDING row is another replica's, whose end duplicates read from the store)
+            if created:
                 self._inflight.pop(key, None)
                 event.set()
             return await self.execute_again(row, call)
-        self.pending.discard(key)  # dispatched: its arguments are no longer held
+        self.pending.ran(key, call.tool)  # dispatched: its arguments are no longer held
         self._forget_exhausted(row.context_ref, call.tool)
         task = asyncio.ensure_future(self._run(row, call, fp))
         self._tasks.add(task)

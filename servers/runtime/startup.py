@@ -76,6 +76,7 @@ def prepare(
     data_dir: str | Path | None = None,
     store_url: str | None = None,
     replica_id: str | None = None,
+    lease_ms: int = 15_000,
     env: Mapping[str, str],
     require_turn: bool = False,
     clock: Clock = wall_clock,
@@ -99,7 +100,9 @@ def prepare(
         from servers.runtime.replica import prepare_replica  # noqa: PLC0415 -- loads psycopg
 
         try:
-            found = prepare_replica(store_url, replica_id, bindings, str(bindings_path), clock())
+            found = prepare_replica(
+                store_url, replica_id, bindings, str(bindings_path), clock(), lease_ms
+            )
         except ConfigError as exc:
             raise StartRefused([exc]) from None
         return checked(data=found, store=found.store, log=found.log, fingerprint_key=found.key)

@@ -3,12 +3,24 @@ each context's intents (a bounded cache: :mod:`servers.support.memo`)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from servers.store.interface import DispatchStore
 from servers.store.rows import ApprovalRow, IntentRow
 from servers.support import memo
+
+Exclusive = Callable[[str], AbstractAsyncContextManager[None]]
+"""Held by one holder of a name at a time across every process sharing the store (replicas:
+an advisory lock of PostgreSQL); within one process its callers serialize first."""
+
+
+def alone(_name: str) -> AbstractAsyncContextManager[None]:
+    """The :data:`Exclusive` of a store no other process writes: nothing to hold."""
+    return contextlib.nullcontext()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from policy.canonical import canonical_json, decode_canonical_cbor
-from policy.strictjson import loads
+from policy.strictjson import encodable, loads
 from servers.store.rows import (
     TURN_OUTCOMES,
     ApprovalRow,
@@ -42,7 +42,7 @@ from servers.store.rows import (
 )
 from servers.support.memo import remembered
 
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
 MIGRATION_LOCK = 0x5E1F_0019_5C4E_3A01
 """The advisory lock key (one 64-bit integer) the migrations hold; any constant, used only here."""
 
@@ -208,7 +208,39 @@ each statement inside takes a new snapshot, so what is read after a lock is what
 - ``seif_complete``: holding the context's row, a ``PENDING`` intent made final (``DONE``), or
   found final already (``FINAL``) or absent (``NO_INTENT``, nothing logged), and its record."""
 
-MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1}
+HELD_V2 = f"""
+CREATE TABLE held_calls (
+    context_ref text NOT NULL,
+    call_id text NOT NULL,
+    tool text NOT NULL,
+    owner text NOT NULL,
+    fingerprint text NOT NULL {_FINGERPRINT},
+    reason text NOT NULL {_REASON},
+    requested_at bigint NOT NULL,
+    expires_at bigint NOT NULL,
+    context_expires_at bigint NOT NULL,
+    size integer NOT NULL CHECK (size >= 0),
+    sealed bytea NOT NULL,
+    replica_id text NOT NULL,
+    PRIMARY KEY (context_ref, call_id)
+);
+CREATE INDEX held_calls_by_time ON held_calls (requested_at);
+CREATE INDEX held_calls_by_expiry ON held_calls (expires_at);
+CREATE TABLE held_outcomes (
+    context_ref text NOT NULL,
+    call_id text NOT NULL,
+    outcome text NOT NULL CHECK (outcome IN ('REJECTED', 'EXPIRED')),
+    decided_at bigint NOT NULL,
+    PRIMARY KEY (context_ref, call_id)
+);
+CREATE INDEX held_outcomes_by_time ON held_outcomes (decided_at);
+CREATE INDEX turns_by_credential ON turns (credential_id, expires_at);
+"""
+"""Version 2: the calls held for approval, shared by every replica (their arguments sealed:
+``servers.store.sealing``), how each wait ended (``REJECTED`` is never replaced), and the
+turns of a credential in order (``servers.store.pg_held``)."""
+
+MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2}
 """What brings a database from version ``n - 1`` to ``n``; version 0 is an empty database."""
 
 INTENT_COLUMNS = "context_ref, call_id, tool, fingerprint, status, reason, created_at, completed_at"
@@ -285,6 +317,12 @@ SAVE_TURN = _once(
     "INSERT INTO turns (turn_id, credential_id, expires_at, outcome) VALUES"
     " (%(turn_id)s, %(credential_id)s, %(expires_at)s, %(outcome)s)" + _ONCE,
     False,
+)
+TRY_LOCK_NAMED = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+UNLOCK_NAMED = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+TRIM_TURNS = (
+    "DELETE FROM turns WHERE turn_id IN (SELECT turn_id FROM turns WHERE credential_id = %s"
+    " ORDER BY expires_at DESC, turn_id OFFSET %s)"
 )
 COMPLETE_TURN = (
     "WITH found AS (SELECT 1 FROM turns WHERE turn_id = %(turn_id)s),"
@@ -391,6 +429,16 @@ def approval_params(row: ApprovalRow) -> dict[str, Any]:
     return row_fields(row)
 
 
+def storable(params: Any) -> bool:
+    """Whether every text among a statement's parameters is text PostgreSQL can hold (no
+    NUL, no lone surrogate)."""
+    values = params.values() if isinstance(params, Mapping) else params
+    for value in values:
+        if isinstance(value, str) and ("\x00" in value or not encodable(value)):
+            return False
+    return True
+
+
 def connect(url: str, timeout_s: int) -> psycopg.Connection[Any]:
     """An autocommit connection; a failure names the store without its password."""
     try:
@@ -402,6 +450,17 @@ def connect(url: str, timeout_s: int) -> psycopg.Connection[Any]:
     if found is not None and found[0] == "off":  # a commit must be durable when it returns
         conn.execute("SET synchronous_commit TO on")
     return conn
+
+
+async def connect_async(url: str, timeout_s: int) -> psycopg.AsyncConnection[Any]:
+    """An autocommit connection of the event loop (the replica's named locks)."""
+    try:
+        return await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=timeout_s
+        )
+    except psycopg.Error as exc:
+        message = scrubbed(str(exc).strip(), url)
+        raise StoreError(f"cannot connect to the store `{redacted(url)}`: {message}") from None
 
 
 async def configure(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -26,16 +26,18 @@ Every ``now_ms`` must come from one clock, the runtime's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import RowFactory, class_row, dict_row, tuple_row
+from psycopg_pool import PoolTimeout
 
 from servers.log.decision_log import Admitted
 from servers.store import jobs
@@ -74,6 +76,7 @@ DEFAULT_LEASE_MS = 15_000
 POOL_MIN, POOL_MAX = 1, 8
 CONNECT_TIMEOUT_S = 10
 CONTEXT_CACHE = 4096
+LOCK_RETRY_S = 0.02
 
 
 class PgStore:
@@ -99,6 +102,8 @@ class PgStore:
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._pool_opened: asyncio.Task[None] | None = None
         self._contexts: dict[str, ContextRow] = {}
+        self._locks: psycopg.AsyncConnection[Any] | None = None
+        self._locks_guard = asyncio.Lock()
         self.log = PgDecisionLog(self)
         """The decision log in this store (every replica's records), as the runtime uses it."""
         self._lost = False
@@ -146,6 +151,11 @@ class PgStore:
         store.interrupted, store.incarnation = interrupted, incarnation
         return store
 
+    @property
+    def lease_lost(self) -> bool:
+        """Whether the lease was found lapsed (or reaped): this replica claims no more."""
+        return self._lost
+
     # connections
 
     def _here(self) -> psycopg.Connection[Any]:
@@ -162,13 +172,44 @@ class PgStore:
         return conn
 
     def _rows(self, sql: str, params: Any, factory: RowFactory[R]) -> list[R]:
-        with self._here().cursor(row_factory=factory) as cur:
-            cur.execute(sql, params)
-            return cur.fetchall()
+        try:
+            with self._here().cursor(row_factory=factory) as cur:
+                cur.execute(sql, params)
+                return cur.fetchall()
+        except (psycopg.DataError, UnicodeEncodeError):
+            if schema.storable(params):
+                raise
+            return []  # a key no stored text can equal (a NUL, a lone surrogate) matches none
+        except psycopg.OperationalError as exc:  # the server went away: say so, not a bug
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: Exception) -> StoreError:
+        message = schema.scrubbed(str(exc).strip(), self._url)
+        return StoreError(f"the store `{self.where}` did not answer: {message}")
 
     def select(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """A read on this thread's connection (the decision log's traces)."""
         return self._rows(sql, params, tuple_row)
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> int:
+        """One statement on this thread's connection (autocommit: durable on return); the
+        rows it changed."""
+        try:
+            with self._here().cursor() as cur:
+                cur.execute(sql, params)
+                return cur.rowcount
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+
+    def maintain(self, *statements: tuple[str, Sequence[Any] | Mapping[str, Any]]) -> None:
+        """Statements of the replica's upkeep, each its own transaction, on the maintenance
+        connection (that of the lease: a thread of the default executor adds none)."""
+        try:
+            with self._maintenance() as conn:
+                for sql, params in statements:
+                    conn.execute(sql, params)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
 
     def stream(self, sql: str) -> Iterator[tuple[Any, ...]]:
         """The rows of ``sql`` from one snapshot (``pg_schema.snapshot``: an export)."""
@@ -194,8 +235,13 @@ class PgStore:
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         pool = await self._open_pool()
-        async with pool.connection() as conn:
-            yield conn
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:  # unreachable, or every
+            if isinstance(exc, psycopg.OperationalError):  # connection busy past the timeout
+                await pool.check()  # the others cut with it are replaced, not failed in turn
+            raise self._unavailable(exc) from None
 
     @contextmanager
     def _maintenance(self) -> Iterator[psycopg.Connection[Any]]:
@@ -410,6 +456,32 @@ class PgStore:
             raise StoreError("the record was not appended")
         return int(row[0])
 
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[None]:
+        """Held by one replica at a time: a session advisory lock of ``name`` on this
+        replica's one lock connection, which holds any number of them at once (taken with
+        ``pg_try_advisory_lock``, tried again every :data:`LOCK_RETRY_S` while another
+        replica holds it: no connection waits). Released at the end, or by the server when
+        the connection is lost. Callers in this process serialize on ``name`` first (a
+        session's advisory locks are reentrant)."""
+        while not await self._locking(schema.TRY_LOCK_NAMED, name):
+            await asyncio.sleep(LOCK_RETRY_S)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(StoreError):  # a lost connection released it
+                await self._locking(schema.UNLOCK_NAMED, name)
+
+    async def _locking(self, sql: str, name: str) -> bool:
+        async with self._locks_guard:
+            try:
+                if self._locks is None or self._locks.closed:
+                    self._locks = await schema.connect_async(self._url, self._timeout_s)
+                found = await (await self._locks.execute(sql, (name,))).fetchone()
+            except psycopg.OperationalError as exc:
+                raise self._unavailable(exc) from None
+        return bool(found is not None and found[0])
+
     # turns (writes on the calling thread's connection: one statement each)
 
     def save_turn(self, row: TurnRow) -> None:
@@ -425,6 +497,10 @@ class PgStore:
         if not exists:
             raise StoreError(f"no turn `{turn_id}`")
         return bool(changed)
+
+    def trim_turns(self, credential_id: str, keep: int) -> None:
+        """Forget the credential's turns but its newest ``keep``."""
+        self.execute(schema.TRIM_TURNS, (credential_id, keep))
 
     # leases
 
@@ -490,5 +566,8 @@ class PgStore:
                 self._maint.close()
         for conn in readers:
             conn.close()
+        locks, self._locks = self._locks, None
+        if locks is not None and not locks.closed:
+            locks.pgconn.finish()  # its advisory locks released (closed from any thread)
         pool, self._pool = self._pool, None
         return pool

@@ -1,0 +1,116 @@
+"""The calls held for approval when replicas share one PostgreSQL store.
+
+:class:`SharedPendingCalls` is :class:`~servers.runtime.pending.PendingCalls` (this replica's
+own held calls in memory: the bounds, the waiters, the sweep and its ``APPROVAL_EXPIRED``
+records) written through to the store's ``held_calls`` (``servers.store.pg_held``, arguments
+sealed), and read from it: the pending list, a call's held state and how its wait ended are
+every replica's. A wait on this replica is not woken by a decision made on another: whoever
+waits reads the status again every :attr:`poll_s` seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from servers.runtime.pending import IN_ALL, Key, PendingCalls
+from servers.runtime.values import Pending
+from servers.store.pg_held import HeldRow, HeldTable
+
+
+class SharedPendingCalls(PendingCalls):
+    poll_s = 1.0
+
+    def __init__(
+        self, table: HeldTable, clock: Callable[[], int], approval_tools: frozenset[str]
+    ) -> None:
+        super().__init__()
+        self._table = table
+        self._clock = clock
+        self._approval_tools = approval_tools
+
+    def add(self, item: Pending, now: int, owner: str = "") -> None:
+        if self.outcome((item.context_ref, item.call_id)) != "REJECTED":
+            super().add(item, now, owner)
+
+    def _keep(self, key: Key, item: Pending, owner: str) -> None:
+        super()._keep(key, item, owner)
+        if not self._table.put(_row(item, owner)):  # rejected meanwhile, on another replica
+            super().discard(key)
+
+    def discard(self, key: Key) -> Pending | None:
+        item = super().discard(key)
+        if item is not None:
+            self._table.drop(*key)
+        return item
+
+    def ran(self, key: Key, tool: str) -> None:
+        super().ran(key, tool)
+        if tool in self._approval_tools:  # it may be held by another replica
+            self._table.drop(*key)
+
+    def approved(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
+        super().approved(context_ref, call_id, tool, fingerprint)
+        self._table.drop_matching(context_ref, call_id, tool, fingerprint)
+
+    def discard_tool(self, context_ref: str, tool: str) -> None:
+        super().discard_tool(context_ref, tool)
+        self._table.drop_tool(context_ref, tool)
+
+    def remember(self, key: Key, outcome: str) -> None:
+        super().remember(key, outcome)
+        self._table.end(*key, outcome, self._clock())
+
+    def outcome(self, key: Key) -> str | None:
+        return super().outcome(key) or self._table.outcome(*key)
+
+    def holds(self, context_ref: str) -> bool:
+        return super().holds(context_ref) or self._table.holds(context_ref, self._clock())
+
+    def get(self, context_ref: str, call_id: str) -> Pending | None:
+        found = super().get(context_ref, call_id)
+        if found is not None:
+            return found
+        row = self._table.get(context_ref, call_id, self._clock())
+        return _pending(row) if row is not None else None
+
+    def owner_of(self, context_ref: str, call_id: str) -> str | None:
+        found = super().owner_of(context_ref, call_id)
+        if found is not None:
+            return found
+        row = self._table.get(context_ref, call_id, self._clock())
+        return row.owner if row is not None else None
+
+    def listed(self, now: int) -> list[Pending]:
+        self.sweep(now)
+        return [_pending(row) for row in self._table.live(now, IN_ALL)]
+
+
+def _row(item: Pending, owner: str) -> HeldRow:
+    return HeldRow(
+        item.context_ref,
+        item.call_id,
+        item.tool,
+        owner,
+        item.fingerprint,
+        item.reason,
+        item.requested_at,
+        item.expires_at,
+        item.context_expires_at,
+        item.size,
+        arguments=item.arguments,
+    )
+
+
+def _pending(row: HeldRow) -> Pending:
+    return Pending(
+        row.context_ref,
+        row.tool,
+        row.call_id,
+        row.arguments,
+        row.reason,
+        row.requested_at,
+        row.fingerprint,
+        row.expires_at,
+        row.context_expires_at,
+        row.size,
+    )

@@ -1,0 +1,170 @@
+"""The calls held for approval on a shared PostgreSQL store, and how their waits ended.
+
+Every replica holds the calls it denied for approval in memory (``servers.runtime.pending``,
+with its bounds, waiters and sweep) and writes each through to ``held_calls`` here, so that an
+approver reaching any replica lists, approves and rejects any of them. A held call's arguments
+are stored only sealed (``servers.store.sealing``: AES-256-GCM, the key derived from the trace
+key) and only while the call is approvable: a row is deleted when its call is approved with
+its arguments, dispatched, rejected or expired, or its tool exhausted. ``held_outcomes`` keeps
+how a wait ended (``REJECTED``, never replaced; ``EXPIRED``) for the approval status.
+
+Each statement is one autocommit transaction on the calling thread's connection (the store's
+reads' connection): durable once it returns, and seen by every replica's next read. None is on
+the dispatch path of a call that needs no approval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from servers.store.postgres import PgStore
+from servers.store.sealing import Sealer, SealError
+
+OUTCOMES_KEPT_MS = 60 * 60 * 1000
+"""How long an ended wait is remembered (a context lives 15 minutes: it is long dead by then)."""
+TURNS_KEPT_MS = 60 * 60 * 1000
+"""How long a turn is kept past its expiry (then no request can name it any more)."""
+EXPIRY_GRACE_MS = 5_000
+"""How long past its expiry a held call is left to the replica that holds it (which logs its
+``APPROVAL_EXPIRED``) before another replica ends it (its holder died, say)."""
+
+_COLUMNS = (
+    "context_ref, call_id, tool, owner, fingerprint, reason, requested_at, expires_at,"
+    " context_expires_at, size, sealed"
+)
+_NOT_RUN = (
+    "NOT EXISTS (SELECT 1 FROM intents i WHERE i.context_ref = h.context_ref"
+    " AND i.call_id = h.call_id)"
+)
+PUT = (
+    f"INSERT INTO held_calls ({_COLUMNS}, replica_id)"
+    " SELECT %(context_ref)s, %(call_id)s, %(tool)s, %(owner)s, %(fingerprint)s, %(reason)s,"
+    " %(requested_at)s, %(expires_at)s, %(context_expires_at)s, %(size)s, %(sealed)s,"
+    " %(replica_id)s WHERE NOT EXISTS (SELECT 1 FROM held_outcomes o WHERE"
+    " o.context_ref = %(context_ref)s AND o.call_id = %(call_id)s AND o.outcome = 'REJECTED')"
+    " ON CONFLICT (context_ref, call_id) DO UPDATE SET tool = EXCLUDED.tool,"
+    " owner = EXCLUDED.owner, fingerprint = EXCLUDED.fingerprint, reason = EXCLUDED.reason,"
+    " requested_at = EXCLUDED.requested_at, expires_at = EXCLUDED.expires_at,"
+    " context_expires_at = EXCLUDED.context_expires_at, size = EXCLUDED.size,"
+    " sealed = EXCLUDED.sealed, replica_id = EXCLUDED.replica_id"
+)
+DROP = "DELETE FROM held_calls WHERE context_ref = %s AND call_id = %s"
+DROP_MATCHING = DROP + " AND tool = %s AND fingerprint = %s"
+DROP_TOOL = "DELETE FROM held_calls WHERE context_ref = %s AND tool = %s"
+END = (
+    "WITH gone AS (DELETE FROM held_calls WHERE context_ref = %(context_ref)s"
+    " AND call_id = %(call_id)s)"
+    " INSERT INTO held_outcomes (context_ref, call_id, outcome, decided_at)"
+    " VALUES (%(context_ref)s, %(call_id)s, %(outcome)s, %(now)s)"
+    " ON CONFLICT (context_ref, call_id) DO UPDATE SET outcome = EXCLUDED.outcome,"
+    " decided_at = EXCLUDED.decided_at WHERE held_outcomes.outcome <> 'REJECTED'"
+)
+OUTCOME = "SELECT outcome FROM held_outcomes WHERE context_ref = %s AND call_id = %s"
+_LIVE = f"SELECT {_COLUMNS} FROM held_calls h WHERE h.expires_at > %s AND {_NOT_RUN}"
+ONE = _LIVE + " AND h.context_ref = %s AND h.call_id = %s"
+OF_CONTEXT = f"SELECT EXISTS ({_LIVE} AND h.context_ref = %s)"
+LIVE = _LIVE + " ORDER BY h.requested_at, h.context_ref, h.call_id LIMIT %s"
+EXPIRE = (
+    "WITH gone AS (DELETE FROM held_calls WHERE expires_at <= %(before)s"
+    " RETURNING context_ref, call_id)"
+    " INSERT INTO held_outcomes (context_ref, call_id, outcome, decided_at)"
+    " SELECT context_ref, call_id, 'EXPIRED', %(now)s FROM gone ON CONFLICT DO NOTHING"
+)
+FORGET_OUTCOMES = "DELETE FROM held_outcomes WHERE decided_at < %s"
+FORGET_TURNS = "DELETE FROM turns WHERE expires_at < %s"
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRow:
+    """A held call as stored, its arguments opened (their compact JSON bytes)."""
+
+    context_ref: str
+    call_id: str
+    tool: str
+    owner: str
+    fingerprint: str
+    reason: str
+    requested_at: int
+    expires_at: int
+    context_expires_at: int
+    size: int
+    arguments: bytes = field(repr=False)
+
+    def identity(self) -> tuple[str, ...]:
+        """What the sealed arguments are bound to."""
+        return (self.context_ref, self.call_id, self.tool, self.fingerprint)
+
+
+class HeldTable:
+    """``held_calls`` and ``held_outcomes`` of one store, sealed with one key."""
+
+    def __init__(self, store: PgStore, sealer: Sealer) -> None:
+        self._store = store
+        self._sealer = sealer
+        self.unreadable = 0
+        """Rows found that did not open (tampered with, or sealed with another trace key):
+        never listed, never approvable from here."""
+
+    def put(self, row: HeldRow) -> bool:
+        """Hold ``row`` (replacing an earlier request of its call); False for a call rejected
+        (by any replica), which is never held again."""
+        params = {f.name: getattr(row, f.name) for f in fields(row) if f.name != "arguments"}
+        params["sealed"] = self._sealer.seal(row.arguments, row.identity())
+        params["replica_id"] = self._store.replica_id
+        return self._store.execute(PUT, params) > 0
+
+    def drop(self, context_ref: str, call_id: str) -> None:
+        self._store.execute(DROP, (context_ref, call_id))
+
+    def drop_matching(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
+        """Forget the call only if it is held with exactly this tool and fingerprint."""
+        self._store.execute(DROP_MATCHING, (context_ref, call_id, tool, fingerprint))
+
+    def drop_tool(self, context_ref: str, tool: str) -> None:
+        self._store.execute(DROP_TOOL, (context_ref, tool))
+
+    def end(self, context_ref: str, call_id: str, outcome: str, now: int) -> None:
+        """The wait ended (``REJECTED`` or ``EXPIRED``): the call forgotten, its outcome kept
+        (a rejection is never replaced)."""
+        params = {"context_ref": context_ref, "call_id": call_id, "outcome": outcome, "now": now}
+        self._store.execute(END, params)
+
+    def outcome(self, context_ref: str, call_id: str) -> str | None:
+        found = self._store.select(OUTCOME, (context_ref, call_id))
+        return str(found[0][0]) if found else None
+
+    def get(self, context_ref: str, call_id: str, now: int) -> HeldRow | None:
+        """The call if it is held, unexpired at ``now`` and has not run."""
+        return next(self._opened(self._store.select(ONE, (now, context_ref, call_id))), None)
+
+    def holds(self, context_ref: str, now: int) -> bool:
+        return bool(self._store.select(OF_CONTEXT, (now, context_ref))[0][0])
+
+    def live(self, now: int, limit: int) -> list[HeldRow]:
+        """The calls approvable at ``now``, oldest first, ``limit`` at most."""
+        return list(self._opened(self._store.select(LIVE, (now, limit))))
+
+    def tidy(self, now: int) -> None:
+        """End the calls left expired past :data:`EXPIRY_GRACE_MS` (their holder is gone),
+        and forget old outcomes and turns."""
+        self._store.maintain(
+            (EXPIRE, {"before": now - EXPIRY_GRACE_MS, "now": now}),
+            (FORGET_OUTCOMES, (now - OUTCOMES_KEPT_MS,)),
+            (FORGET_TURNS, (now - TURNS_KEPT_MS,)),
+        )
+
+    def _opened(self, rows: list[tuple[Any, ...]]) -> Iterator[HeldRow]:
+        for found in rows:
+            ref, call_id, tool, owner, fp, reason, requested, expires, context_expires = found[:9]
+            row = HeldRow(
+                ref, call_id, tool, owner, fp, reason, requested, expires, context_expires,
+                size=found[9], arguments=b"",
+            )  # fmt: skip
+            try:
+                plain = self._sealer.open(bytes(found[10]), row.identity())
+            except SealError:
+                self.unreadable += 1
+                continue
+            yield replace(row, arguments=plain)

@@ -1,0 +1,262 @@
+"""What replicas share besides dispatches: the calls held for approval (their arguments sealed
+in the database), how each wait ended, and turns; and what a client sends that PostgreSQL
+cannot store is refused, never a 500.
+
+Two runtimes (``tests/test_replicas.py``'s ``replicas``) on one fresh database (``pg_url``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import blake3
+import psycopg
+from mcp_support import call_meta, mcp_client
+from runtime_harness import APPROVAL, BEARER, PROPOSAL, READ_ARGS, Stack, run_async
+from test_replicas import TRACE_ENV, replicas
+
+from servers.config.files import TRACE_KEY_CONTEXT
+from servers.mcp.app import McpOptions
+from servers.store.sealing import Sealer
+
+MARKER = "held-marker-5d1c9e"
+ASKED = {**PROPOSAL, "summary": f"fix the typo {MARKER}"}
+APPROVER = {**APPROVAL, "x-seif-approver": "ops-ana"}
+
+
+async def _ask(s: Stack, call_id: str = "p1") -> str:
+    ctx: str = (await s.resolve())["contextRef"]
+    asked = await s.execute(ctx, "propose-change", call_id, ASKED)
+    assert (asked["status"], asked["reason"]) == ("DENIED", "APPROVAL_REQUIRED"), asked
+    return ctx
+
+
+async def _pending(s: Stack) -> list[dict[str, Any]]:
+    listed = await s.call("GET", "/v1/context/tools/pending", headers=APPROVAL)
+    assert listed.status == 200, listed
+    found: list[dict[str, Any]] = listed.body["pending"]
+    return found
+
+
+async def _status(s: Stack, ctx: str, call_id: str = "p1") -> str:
+    reply = await s.call("GET", f"/v1/context/tools/approvals/{ctx}/{call_id}")
+    assert reply.status == 200, reply
+    state: str = reply.body["state"]
+    return state
+
+
+def _held_rows(url: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        sql = "SELECT context_ref, call_id, tool, fingerprint, sealed FROM held_calls"
+        return conn.execute(sql).fetchall()
+
+
+def test_a_call_held_on_one_replica_is_listed_approved_and_run_through_another(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            ctx = await _ask(a)
+            [listed] = await _pending(b)  # held by a, listed by b with its exact arguments
+            assert (listed["contextRef"], listed["callId"]) == (ctx, "p1")
+            assert listed["arguments"] == ASKED
+            assert await _status(b, ctx) == "PENDING"
+            approval = await b.approval_id(ctx, "propose-change", "p1", ASKED)
+            assert await _status(a, ctx) == "APPROVED"
+            assert await _pending(a) == [] and _held_rows(pg_url) == []  # approved: forgotten
+            done = await a.execute(ctx, "propose-change", "p1", ASKED, approval)
+            assert done["status"] == "SUCCEEDED"
+            assert await _status(b, ctx) == "NONE"
+
+    run_async(scenario())
+
+
+def test_a_rejection_through_one_replica_holds_on_every_replica(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            ctx = await _ask(a)
+            body = {"contextRef": ctx, "tool": "propose-change", "callId": "p1",
+                    "arguments": ASKED, "reason": "not this one"}  # fmt: skip
+            rejected = await b.call("POST", "/v1/context/tools/reject", body, headers=APPROVER)
+            assert rejected.status == 200, rejected
+            assert await _status(a, ctx) == "REJECTED"
+            assert await _pending(a) == [] and await _pending(b) == []
+            again = await a.execute(ctx, "propose-change", "p1", ASKED)
+            assert again["reason"] == "APPROVAL_REQUIRED"
+            assert await _pending(b) == []  # rejected: never held again, on any replica
+            refused = await a.approve(ctx, "propose-change", "p1", ASKED)
+            assert (refused.status, refused.body["error"]["code"]) == (409, "CALL_REJECTED")
+            twice = await a.call("POST", "/v1/context/tools/reject", body, headers=APPROVER)
+            assert twice.status == 409
+
+    run_async(scenario())
+
+
+def test_held_arguments_are_sealed_and_a_tampered_row_is_never_listed(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            ctx = await _ask(a)
+            [(ref, call_id, tool, fingerprint, sealed)] = _held_rows(pg_url)
+            assert MARKER.encode() not in bytes(sealed) and b"fix the typo" not in bytes(sealed)
+            secret = TRACE_ENV["CONTEXT_TOOL_TRACE_KEY"].encode()
+            key = blake3.blake3(secret, derive_key_context=TRACE_KEY_CONTEXT).digest()
+            opened = Sealer(key).open(bytes(sealed), (ref, call_id, tool, fingerprint))
+            assert MARKER.encode() in opened  # sealed with the key derived from the trace key
+            with psycopg.connect(pg_url) as conn:  # one bit flipped: it no longer opens
+                conn.execute("UPDATE held_calls SET sealed = overlay(sealed placing"
+                             " decode('ff', 'hex') from 20 for 1)")  # fmt: skip
+            assert await _pending(b) == []
+            assert await _status(b, ctx) in ("PENDING", "NONE")  # a's own memory still holds it
+
+    run_async(scenario())
+
+
+def test_a_turn_started_on_one_replica_is_live_and_completed_once_on_all(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url, require_turn=True) as (a, b):
+            started = await a.call("POST", "/v1/turns")
+            assert started.status == 200
+            turn = started.body["turnId"]
+            resolved = await b.call("POST", "/v1/context/resolve",
+                                    {"objective": "authoring", "turnId": turn})  # fmt: skip
+            assert resolved.status == 200, resolved
+            done = await b.call("POST", f"/v1/turns/{turn}/complete", {"outcome": "COMPLETED"})
+            assert done.status == 200
+            twice = await a.call("POST", f"/v1/turns/{turn}/complete", {"outcome": "FAILED"})
+            assert (twice.status, twice.body["error"]["code"]) == (409, "TURN_COMPLETED")
+            after = await a.call("POST", "/v1/context/resolve",
+                                 {"objective": "authoring", "turnId": turn})  # fmt: skip
+            assert (after.status, after.body["error"]["code"]) == (403, "TURN_REQUIRED")
+
+    run_async(scenario())
+
+
+def test_text_postgresql_cannot_store_is_refused_never_a_500(tmp_path: Path, pg_url: str) -> None:
+    """A NUL (which PostgreSQL text cannot hold) in a name a client sends: 400 at the boundary
+    in a body, no such thing in a path; a lone surrogate is not JSON (400)."""
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url, count=1) as (a,):
+            ctx: str = (await a.resolve())["contextRef"]
+            for bad in (r"a\u0000b", r"\ud800"):
+                raw = f'{{"contextRef": "{ctx}", "tool": "propose-change", "callId": "{bad}",'
+                for path, more in (("execute", ""), ("approve", '"reason": "x", ')):
+                    body = f'{raw} {more}"arguments": {{}}}}'.encode()
+                    reply = await a.call("POST", f"/v1/context/tools/{path}", raw=body,
+                                         headers=APPROVAL if more else BEARER)  # fmt: skip
+                    assert (reply.status, reply.body["error"]["code"]) == (400, "BAD_REQUEST")
+            expected = {
+                f"/v1/context/tools/approvals/{ctx}/a%00b": 200,  # state NONE: no such call
+                f"/v1/context/tools/approvals/{ctx}/%ED%A0%80": 200,
+                "/v1/context/tools/approvals/a%00b/p1": 404,
+                "/v1/traces/a%00b": 404,
+            }
+            for path, status in expected.items():
+                reply = await a.call("GET", path)
+                assert reply.status == status, (path, reply)
+                assert status == 404 or reply.body == {"state": "NONE"}
+            done = await a.call("POST", "/v1/turns/a%00b/complete", {"outcome": "COMPLETED"})
+            assert (done.status, done.body["error"]["code"]) == (404, "TURN_UNKNOWN")
+
+    run_async(scenario())
+
+
+def test_a_store_that_went_away_is_503_then_served_again(tmp_path: Path, pg_url: str) -> None:
+    """Every connection of the database cut by the server: a request answers 503
+    ``STORE_UNAVAILABLE`` (or is served on a new connection), never a 500; the next is served."""
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url, count=1) as (a,):
+            ctx = await _ask(a)
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                cut = conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchall()
+            assert cut  # the replica's connections
+            first = await a.call("GET", f"/v1/context/tools/approvals/{ctx}/p1")
+            assert first.status in (200, 503), first
+            if first.status == 503:
+                assert first.body["error"]["code"] == "STORE_UNAVAILABLE"
+            again = await a.call("GET", f"/v1/context/tools/approvals/{ctx}/p1")
+            assert (again.status, again.body["state"]) == (200, "PENDING")
+            body = {"contextRef": ctx, "tool": "propose-change", "callId": "p2", "arguments": ASKED}
+            write = await a.call("POST", "/v1/context/tools/execute", body)  # on the pool
+            assert write.status in (200, 503), write
+            write = await a.call("POST", "/v1/context/tools/execute", body)  # on the pool
+            assert (write.status, write.body["reason"]) == (200, "APPROVAL_REQUIRED")
+
+    run_async(scenario())
+
+
+def test_an_approve_and_a_reject_of_one_call_on_two_replicas_decide_once(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            for n in range(5):
+                call_id = f"p{n}"
+                ctx = await _ask(a, call_id)
+                body = {"contextRef": ctx, "tool": "propose-change", "callId": call_id,
+                        "arguments": ASKED, "reason": "no"}  # fmt: skip
+                approved, rejected = await asyncio.gather(
+                    a.approve(ctx, "propose-change", call_id, ASKED),
+                    b.call("POST", "/v1/context/tools/reject", body, headers=APPROVER),
+                )
+                assert sorted([approved.status, rejected.status]) == [200, 409], (n, approved)
+                state = await _status(b, ctx, call_id)
+                assert state == ("APPROVED" if approved.status == 200 else "REJECTED")
+
+    run_async(scenario())
+
+
+def test_a_duplicate_on_another_replica_waits_for_the_call_to_end(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            a.set_knobs("inspect-context", delay_ms=600)
+            ctx: str = (await a.resolve())["contextRef"]
+            first = asyncio.ensure_future(a.execute(ctx, "inspect-context", "c1", READ_ARGS))
+            await asyncio.sleep(0.3)  # running on a
+            again = await b.execute(ctx, "inspect-context", "c1", READ_ARGS)
+            assert (again["status"], again["duplicate"]) == ("SUCCEEDED", True), again
+            assert (await first)["status"] == "SUCCEEDED"
+            assert (await a.stats())["executions"] == {"inspect-context": 1}
+
+    run_async(scenario())
+
+
+def test_a_named_mcp_call_id_sent_through_two_replicas_at_once_runs_once(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Two sessions (two contexts: other coordinates) on two replicas retry one
+    ``io.seif/callId`` at the same moment: the requests of it are served one at a time across
+    replicas, so it runs once and the other answer is its duplicate."""
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url, mcp=McpOptions(approval_wait_s=1.0)) as (a, b):
+            a.set_knobs("inspect-context", delay_ms=300)
+            on_a = mcp_client(a.runtime, "authoring", mode="auto", consumer="course-authoring")
+            on_b = mcp_client(b.runtime, "authoring", mode="auto", consumer="course-authoring",
+                              deployment="elsewhere")  # fmt: skip
+            async with on_a as first, on_b as second:
+                for n in range(3):
+                    meta = call_meta(f"named-{n}")
+                    results = await asyncio.gather(
+                        first.call_tool("inspect_context", READ_ARGS, meta=meta),
+                        second.call_tool("inspect_context", READ_ARGS, meta=meta),
+                    )
+                    receipts = [r.structured_content or {} for r in results]
+                    duplicates = sorted(bool(r.get("duplicate")) for r in receipts)
+                    assert duplicates == [False, True], receipts
+            assert (await a.stats())["executions"] == {"inspect-context": 3}
+
+    run_async(scenario())
