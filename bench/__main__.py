@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "cel": "bench.cel",
     "language": "bench.language",
     "mcp": "bench.mcp",
+    "replicas": "bench.replicas",
 }
 """Benchmark name to the module that runs it."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlencode
@@ -103,6 +103,26 @@ async def mcp_client(
         async with client:
             assert client.protocol_version == REVISION[mode], client.protocol_version
             yield client
+
+
+class NeverElicited:
+    """An elicitation callback keeping what it was asked (seif never asks: an MCP client
+    cannot approve), answering each ask with an error."""
+
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+
+    async def __call__(self, *args: Any) -> Any:
+        self.asked.append(args)
+        return mt.ErrorData(code=mt.INVALID_REQUEST, message="not here")
+
+
+def authoring_client(
+    base: str, mode: str, elicitation: Callable[..., Any] | None = None
+) -> AbstractAsyncContextManager[mcp.Client]:
+    """:func:`mcp_client` for the ``authoring`` objective as ``course-authoring``."""
+    return mcp_client(base, "authoring", mode=mode, consumer="course-authoring",
+                      elicitation_callback=elicitation)  # fmt: skip
 
 
 def call_meta(call_id: Any) -> mt.RequestParamsMeta:

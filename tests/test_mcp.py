@@ -24,7 +24,9 @@ from mcp_support import (
     CALL_ID,
     CONTEXT_REF,
     MODES,
+    NeverElicited,
     Notified,
+    authoring_client,
     call_meta,
     dumped,
     executions,
@@ -441,19 +443,8 @@ def test_a_write_waits_for_the_approval_server_and_then_runs_once(
             ) -> None:
                 reported.append((progress, total, message))
 
-            elicited: list[Any] = []
-
-            async def elicitation(*args: Any) -> Any:  # never asked: an MCP client cannot approve
-                elicited.append(args)
-                return mt.ErrorData(code=mt.INVALID_REQUEST, message="not here")
-
-            async with mcp_client(
-                stack.runtime,
-                "authoring",
-                mode=mode,
-                consumer="course-authoring",
-                elicitation_callback=elicitation,
-            ) as c:
+            elicited = NeverElicited()
+            async with authoring_client(stack.runtime, mode, elicited) as c:
                 ref = _ref(await c.list_tools())
                 started = time.monotonic()
                 waiting = asyncio.ensure_future(
@@ -486,7 +477,7 @@ def test_a_write_waits_for_the_approval_server_and_then_runs_once(
                     "duplicate": True,
                 }
             assert await executions(stack) == {"propose-change": 1}
-            assert await a.pending() == [] and elicited == []
+            assert await a.pending() == [] and elicited.asked == []
             first_done, total, message = reported[0]
             assert total == PATIENT.approval_wait_s and 0 <= first_done < total
             assert message and "approve" in message
@@ -541,19 +532,8 @@ def test_when_the_wait_runs_out_the_call_stays_held_and_runs_once_when_approved(
     async def scenario() -> None:
         async with approval_stack(tmp_path, mcp=QUICK) as a:
             stack = a.runtime
-            elicited: list[Any] = []
-
-            async def elicitation(*args: Any) -> Any:  # never asked: an MCP client cannot approve
-                elicited.append(args)
-                return mt.ErrorData(code=mt.INVALID_REQUEST, message="not here")
-
-            async with mcp_client(
-                stack.runtime,
-                "authoring",
-                mode=mode,
-                consumer="course-authoring",
-                elicitation_callback=elicitation,
-            ) as c:
+            elicited = NeverElicited()
+            async with authoring_client(stack.runtime, mode, elicited) as c:
                 ref = _ref(await c.list_tools())
                 started = time.monotonic()
                 first = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w3"))
@@ -578,7 +558,7 @@ def test_when_the_wait_runs_out_the_call_stays_held_and_runs_once_when_approved(
                 assert await executions(stack) == {"propose-change": 1}
                 again = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w3"))
                 assert _structured(again)["duplicate"] is True
-            assert await executions(stack) == {"propose-change": 1}
+            assert await executions(stack) == {"propose-change": 1} and elicited.asked == []
 
     run_async(scenario())
 

@@ -56,8 +56,11 @@ class Pending:
 class IntentsView:
     """Each context's intents for the engine's first look at a call, kept in memory: read
     from the store once, then kept up to date from this process's own commits (the data
-    directory's owner is the store's only writer). The store's transaction, not this view,
-    arbitrates every dispatch; a view that lags only costs that transaction a decision."""
+    directory's owner is the store's only writer; replicas of a shared store also write it,
+    and this view lags their intents). The store's transaction, not this view, arbitrates
+    every dispatch: it decides again when the context's intents are not the ones seen here,
+    so a view that lags only costs that transaction a decision; a call the view knows is
+    answered from the store (its status as committed, by whichever process)."""
 
     def __init__(self) -> None:
         self._known: dict[str, list[IntentRow]] = {}
