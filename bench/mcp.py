@@ -69,6 +69,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.harness import Server, latency_row, quantiles, run_json, started, summed_counts
 from bench.runtime import (
     APP_TOKEN,
     ARGUMENTS,
@@ -79,22 +80,20 @@ from bench.runtime import (
     REFERENCE,
     TOOL,
     Request,
-    Server,
     Setup,
     _cpu_sets,
-    _env,
     _own_cpu,
     check_ready,
     closed_loop,
     cores,
+    cpu_delta,
     cpu_seconds,
     executor_argv,
     get_json,
+    per_request_us,
     prepare_setup,
-    quantiles,
+    receipt_problem,
     runtime_argv,
-    spawn_pinned,
-    started,
     stored_intents,
     summary,
 )
@@ -177,16 +176,7 @@ def _check_call(rpc_id: int, call_id: str) -> Check:
 
 
 def _check_receipt(status: int, _kind: str, data: bytes) -> str | None:
-    try:
-        receipt = json.loads(data)
-    except ValueError:
-        return f"HTTP {status} not JSON"
-    if status != 200 or not isinstance(receipt, dict):
-        code = receipt.get("error", {}).get("code") if isinstance(receipt, dict) else None
-        return f"HTTP {status} {code}"
-    if receipt.get("status") != "SUCCEEDED" or receipt.get("duplicate") is not False:
-        return f"{receipt.get('status')} {receipt.get('reason')} dup={receipt.get('duplicate')}"
-    return None
+    return receipt_problem(status, data)
 
 
 def _dumps(value: Any) -> bytes:
@@ -395,14 +385,12 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
                 await target.close(session, load.connections)
                 phase = {
                     "round": round_,
-                    "sent": found.sent,
-                    "ok": len(found.latencies_ns),
-                    "errors": dict(found.errors),
+                    **found.counts(),
                     "elapsed_s": round(found.elapsed_ns / 1e9, 3),
                     "rps": round(len(found.latencies_ns) / (found.elapsed_ns / 1e9), 1),
                     "dispatched": dispatched,
-                    "server_cpu_s": _delta(cpu, cpu_after),
-                    "server_loop_thread_cpu_s": _delta(loop, loop_after),
+                    "server_cpu_s": cpu_delta(cpu, cpu_after),
+                    "server_loop_thread_cpu_s": cpu_delta(loop, loop_after),
                     "loadgen_cpu_s": round(own, 3),
                 }
                 phases[mode].append(phase)
@@ -411,35 +399,21 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
     return {mode: _summed(phases[mode], latencies[mode]) for mode in modes}
 
 
-def _delta(before: Any, after: Any) -> list[float] | None:
-    if before is None or after is None:
-        return None
-    return [round(after[0] - before[0], 3), round(after[1] - before[1], 3)]
-
-
 def _summed(phases: list[dict[str, Any]], latencies: list[int]) -> dict[str, Any]:
     timed = [p for p in phases if p["round"] > 0]
     ok = sum(p["ok"] for p in timed)
     elapsed = sum(p["elapsed_s"] for p in timed)
-    errors: Counter[str] = Counter()
-    for phase in timed:
-        errors.update(phase["errors"])
 
     def per_request(key: str) -> dict[str, float] | None:
         spent = [p[key] for p in timed if p[key] is not None]
         if not ok or len(spent) != len(timed):
             return None
-        user, system = sum(s[0] for s in spent), sum(s[1] for s in spent)
-        return {
-            "user": round(user / ok * 1e6, 1),
-            "system": round(system / ok * 1e6, 1),
-            "total": round((user + system) / ok * 1e6, 1),
-        }
+        return per_request_us(sum(s[0] for s in spent), sum(s[1] for s in spent), ok)
 
     return {
         "ok": ok,
         "sent": sum(p["sent"] for p in timed),
-        "errors": dict(errors),
+        "errors": summed_counts(p["errors"] for p in timed),
         "elapsed_s": round(elapsed, 3),
         "rps": round(ok / elapsed, 1) if elapsed else 0.0,
         **quantiles(latencies),
@@ -483,8 +457,6 @@ def generate(
     cpus: set[int] | None,
 ) -> dict[str, Any]:
     """Run the load generator in a subprocess; its JSON result."""
-    import subprocess
-
     config = {
         "url": runtime.url,
         "executor": executor_url,
@@ -496,33 +468,19 @@ def generate(
     }
     argv = [sys.executable, "-m", "bench.mcp", "load", "--config", json.dumps(config)]
     env = {**setup.env, LOAD_TOKEN_ENV: APP_TOKEN}
-    proc = spawn_pinned(argv, env, cpus)
     limit = 300 + (load.rounds + 1) * len(modes) * (load.duration_s + 60)
-    try:
-        stdout, stderr = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise RuntimeError("the load generator timed out") from None
-    if proc.returncode != 0:
-        raise RuntimeError(f"the load generator failed: {stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(stdout)
-    return result
+    return run_json(argv, env, cpus, timeout=limit, name="the load generator")
 
 
 def setup_with_max_calls(work: Path, max_calls: int) -> Setup:
     """The run's files as :func:`bench.runtime.prepare_setup` writes them, but for a copy of
     the reference project whose :data:`TOOL` allows ``max_calls`` calls per context (for the
     profile only: so that preparing contexts does not swamp the calls)."""
-    from compiler import compile_project, write_build
-
     project = json.loads(REFERENCE.read_text())
     next(t for t in project["tools"] if t["id"] == TOOL)["maxCalls"] = max_calls
     work.mkdir(parents=True, exist_ok=True)
     (work / "project.json").write_text(json.dumps(project))
-    ir = compile_project(work / "project.json")
-    write_build(ir, work / "build")
-    return Setup(work, _env(), ir.tool_by_id[TOOL].max_calls)
+    return prepare_setup(work, work / "project.json")
 
 
 def measure(
@@ -573,17 +531,7 @@ def report(load: Load, measured: dict[str, Any], *, quick: bool) -> dict[str, An
     rows, targets = [], {}
     for mode in MODES:
         result = results[mode]
-        name, impl = NAMES[mode]
-        rows.append(
-            {
-                "name": name,
-                "impl": impl,
-                "median_ns": round(result["p50_ms"] * 1e6),
-                "p99_ns": round(result["p99_ms"] * 1e6),
-                "calls": result["ok"],
-                "rps": result["rps"],
-            }
-        )
+        rows.append(latency_row(*NAMES[mode], result))
         targets[mode] = {k: v for k, v in result.items() if k != "phases"}
         targets[mode]["phases"] = [_phase_summary(p) for p in result["phases"]]
         targets[mode]["phase_rps"] = [p["rps"] for p in result["phases"] if p["round"] > 0]

@@ -52,31 +52,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import os
-import queue
 import re
 import resource
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from bench.harness import (
+    REPO,
+    TICK,
+    Phase,
+    Server,
+    latency_row,
+    proc_stat,
+    quantiles,
+    run_json,
+    started,
+)
+from bench.harness import closed_loop as run_closed_loop
 from policy.strictjson import loads
 
-REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"
 EXECUTOR = REPO / "examples/reference-tools/executor.py"
 
@@ -111,7 +118,6 @@ RESOLVE_GOAL = 0.5
 """Resolve must reach at least this fraction of the bare handler's rate."""
 EXECUTE_GOAL_RPS = 1_000
 """Execute must reach this many calls per second on 2 cores, every intent durable."""
-LISTENING = re.compile(r"listening on (http://\S+)")
 CONTEXT_REF = re.compile(rb'"contextRef":"([^"]+)"')
 
 
@@ -234,33 +240,31 @@ def load_main(argv: list[str]) -> int:
 def cpu_seconds(pid: int, thread: int | None = None) -> tuple[float, float] | None:
     """User and system CPU time of a process (all its threads), or of one of its threads,
     from ``/proc``; None elsewhere."""
-    where = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
-    try:
-        stat = Path(where).read_text()
-    except OSError:
+    stat = proc_stat(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    return None if stat is None else (stat.utime / TICK, stat.stime / TICK)
+
+
+def cpu_delta(
+    before: tuple[float, float] | None, after: tuple[float, float] | None
+) -> list[float] | None:
+    """The user and system CPU seconds between two :func:`cpu_seconds`."""
+    if before is None or after is None:
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
+    return [round(after[0] - before[0], 3), round(after[1] - before[1], 3)]
+
+
+def per_request_us(user: float, system: float, ok: int) -> dict[str, float]:
+    """CPU seconds spent over ``ok`` successful requests, in µs per request."""
+    return {
+        "user": round(user / ok * 1e6, 1),
+        "system": round(system / ok * 1e6, 1),
+        "total": round((user + system) / ok * 1e6, 1),
+    }
 
 
 def _own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def quantiles(values: list[int]) -> dict[str, float]:
-    from bench.harness import quantile
-
-    if not values:
-        return {"p50_ms": 0.0, "p99_ms": 0.0, "mean_ms": 0.0, "max_ms": 0.0}
-    ordered = sorted(float(v) for v in values)
-    return {
-        "p50_ms": round(quantile(ordered, 0.50) / 1e6, 3),
-        "p99_ms": round(quantile(ordered, 0.99) / 1e6, 3),
-        "mean_ms": round(sum(ordered) / len(ordered) / 1e6, 3),
-        "max_ms": round(ordered[-1] / 1e6, 3),
-    }
 
 
 Check = Callable[[int, bytes], str | None]
@@ -286,27 +290,25 @@ def _check_resolve(refs: list[str] | None) -> Check:
     return check
 
 
-def _check_execute(status: int, body: bytes) -> str | None:
+def receipt_problem(
+    status: int, body: bytes, parse: Callable[[bytes], Any] = json.loads
+) -> str | None:
+    """None for the answer of an execute that dispatched (a 200 and a ``SUCCEEDED`` receipt
+    that is not a duplicate), else what was wrong."""
     try:
-        receipt = loads(body)
+        receipt = parse(body)
     except ValueError:
         return f"HTTP {status} not JSON"
     if status != 200 or not isinstance(receipt, dict):
         code = receipt.get("error", {}).get("code") if isinstance(receipt, dict) else None
         return f"HTTP {status} {code}"
     if receipt.get("status") != "SUCCEEDED" or receipt.get("duplicate") is not False:
-        return (
-            f"{receipt.get('status')} {receipt.get('reason')} duplicate={receipt.get('duplicate')}"
-        )
+        return f"{receipt.get('status')} {receipt.get('reason')} dup={receipt.get('duplicate')}"
     return None
 
 
-@dataclass(slots=True)
-class Phase:
-    sent: int
-    latencies_ns: list[int]
-    errors: Counter[str]
-    elapsed_ns: int
+def _check_execute(status: int, body: bytes) -> str | None:
+    return receipt_problem(status, body, loads)
 
 
 AnswerCheck = Callable[[int, str, bytes], str | None]
@@ -342,41 +344,23 @@ async def closed_loop(
     connections: int,
     duration_s: float,
 ) -> Phase:
-    """Closed loop: ``connections`` workers take the next index until ``indices`` or the
-    duration runs out, each waiting for its answer before sending again."""
+    """:func:`bench.harness.closed_loop` of ``request_for(i)`` on an aiohttp ``session``,
+    ``connections`` workers."""
     import aiohttp
 
-    latencies: list[int] = []
-    errors: Counter[str] = Counter()
-    cursor = iter(indices)
-    sent = 0
-    deadline = time.perf_counter() + duration_s
+    async def send(i: int) -> tuple[int, str | None]:
+        method, url, headers, body, check = request_for(i)
+        start = time.perf_counter_ns()
+        try:
+            async with session.request(method, url, data=body, headers=headers) as response:
+                data = await response.read()
+                status, kind = response.status, response.headers.get("Content-Type", "")
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return 0, type(exc).__name__
+        took = time.perf_counter_ns() - start
+        return took, check(status, kind, data)
 
-    async def worker() -> None:
-        nonlocal sent
-        for i in cursor:
-            if time.perf_counter() >= deadline:
-                return
-            sent += 1
-            method, url, headers, body, check = request_for(i)
-            start = time.perf_counter_ns()
-            try:
-                async with session.request(method, url, data=body, headers=headers) as response:
-                    data = await response.read()
-                    status, kind = response.status, response.headers.get("Content-Type", "")
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                errors[type(exc).__name__] += 1
-                continue
-            took = time.perf_counter_ns() - start
-            problem = check(status, kind, data)
-            if problem is None:
-                latencies.append(took)
-            else:
-                errors[problem] += 1
-
-    began = time.perf_counter_ns()
-    await asyncio.gather(*(worker() for _ in range(connections)))
-    return Phase(sent, latencies, errors, time.perf_counter_ns() - began)
+    return await run_closed_loop(send, indices, connections, duration_s)
 
 
 async def _resolve_contexts(session: Any, url: str, count: int, connections: int) -> list[str]:
@@ -460,110 +444,24 @@ async def _load(args: argparse.Namespace) -> dict[str, Any]:
         args.contexts_out.write_text("\n".join(refs) + "\n")
     elapsed = timed.elapsed_ns / 1e9
     ok = len(timed.latencies_ns)
-    cpu = {}
-    for pid, before in cpu_before.items():
-        after = cpu_after[pid]
-        if before is not None and after is not None:
-            cpu[str(pid)] = [round(after[0] - before[0], 3), round(after[1] - before[1], 3)]
+    deltas = {pid: cpu_delta(before, cpu_after[pid]) for pid, before in cpu_before.items()}
+    cpu = {str(pid): delta for pid, delta in deltas.items() if delta is not None}
     return {
         "mode": args.mode,
         "connections": args.connections,
-        "sent": timed.sent,
-        "ok": ok,
-        "errors": dict(timed.errors),
-        "warmup": {"sent": warm.sent, "ok": len(warm.latencies_ns), "errors": dict(warm.errors)},
+        **timed.counts(),
+        "warmup": warm.counts(),
         "elapsed_s": round(elapsed, 3),
         "rps": round(ok / elapsed, 1) if elapsed else 0.0,
         **quantiles(timed.latencies_ns),
         "server_cpu_s": cpu,
-        "server_loop_thread_cpu_s": None
-        if loop_before is None or loop_after is None
-        else [round(loop_after[0] - loop_before[0], 3), round(loop_after[1] - loop_before[1], 3)],
+        "server_loop_thread_cpu_s": cpu_delta(loop_before, loop_after),
         "loadgen_cpu_s": round(own, 3),
         "contexts_resolved_untimed": resolved_untimed,
     }
 
 
 # ================================================================ the processes
-
-
-class Server:
-    """A subprocess that prints ``... listening on http://HOST:PORT`` once it accepts."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.name = name
-        self.log = log
-        with log.open("wb") as err:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=REPO,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-            )
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-        threading.Thread(target=self._drain, args=(stdout,), daemon=True).start()
-        self.url = ""
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def _drain(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def wait_listening(self, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                line = ""
-            if line is None or (not line and time.monotonic() >= deadline):
-                self.stop()
-                raise RuntimeError(f"{self.name} did not start: {self.tail()}")
-            found = LISTENING.search(line or "")
-            if found:
-                self.url = found.group(1)
-                return self.url
-
-    def pin(self, cpus: set[int] | None) -> None:
-        if cpus:
-            with contextlib.suppress(OSError, AttributeError):
-                os.sched_setaffinity(self.pid, cpus)
-
-    def tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM (a clean shutdown), then SIGKILL if it does not exit in time."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-
-@contextlib.contextmanager
-def started(name: str, argv: list[str], env: dict[str, str], log: Path) -> Iterator[Server]:
-    server = Server(name, argv, env, log)
-    try:
-        server.wait_listening()
-        yield server
-    finally:
-        server.stop()
 
 
 def _env() -> dict[str, str]:
@@ -587,26 +485,6 @@ def _cpu_sets() -> tuple[set[int] | None, set[int] | None]:
     return {cores[0]}, {cores[1]}
 
 
-def spawn_pinned(
-    argv: list[str], env: dict[str, str], cpus: set[int] | None
-) -> subprocess.Popen[str]:
-    """A load generator's process (stdout and stderr piped), pinned to ``cpus`` (if any)
-    before it has imported anything: its warm-up comes much later."""
-    proc = subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    if cpus:
-        with contextlib.suppress(OSError, AttributeError):
-            os.sched_setaffinity(proc.pid, cpus)
-    return proc
-
-
 def cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -621,6 +499,8 @@ class Setup:
     work: Path
     env: dict[str, str]
     calls_per_context: int
+    trace_key_ref: str | None = None
+    """The bindings' ``traceKeyRef`` (the replicas' shared trace key), if any."""
 
     @property
     def build(self) -> Path:
@@ -631,9 +511,11 @@ class Setup:
         return self.work / "data"
 
     def write(self, executor_url: str) -> None:
+        trace_key = {"traceKeyRef": self.trace_key_ref} if self.trace_key_ref else {}
         bindings = {
             "environment": "bench",
             "revision": 1,
+            **trace_key,
             "tools": {
                 tool: {"endpoint": f"{executor_url}/{tool}", "secretRef": f"env:{var}"}
                 for tool, (var, _) in TOOL_SECRETS.items()
@@ -651,7 +533,8 @@ class Setup:
         (self.work / "bindings.json").write_text(json.dumps(bindings))
         (self.work / "credentials.json").write_text(json.dumps(credentials))
 
-    def serve_args(self) -> list[str]:
+    def serve_args(self, store: list[str] | None = None) -> list[str]:
+        """``seif serve``'s arguments; the store ``--data DATA`` unless given."""
         return [
             "--build",
             str(self.build),
@@ -659,8 +542,7 @@ class Setup:
             str(self.work / "bindings.json"),
             "--credentials",
             str(self.work / "credentials.json"),
-            "--data",
-            str(self.data),
+            *(["--data", str(self.data)] if store is None else store),
             "--host",
             "127.0.0.1",
             "--port",
@@ -668,10 +550,11 @@ class Setup:
         ]
 
 
-def prepare_setup(work: Path) -> Setup:
+def prepare_setup(work: Path, project: Path = REFERENCE) -> Setup:
+    """The build of ``project`` (the reference project) and the environment of the run."""
     from compiler import compile_project, write_build
 
-    ir = compile_project(REFERENCE)
+    ir = compile_project(project)
     write_build(ir, work / "build")
     return Setup(work, _env(), ir.tool_by_id[TOOL].max_calls)
 
@@ -690,10 +573,12 @@ def executor_argv() -> list[str]:
     ]
 
 
-def runtime_argv(setup: Setup, *, profiled: bool = False) -> list[str]:
+def runtime_argv(
+    setup: Setup, *, profiled: bool = False, store: list[str] | None = None
+) -> list[str]:
     if profiled:
-        return [sys.executable, "-m", "bench.runtime", "profiled-serve", *setup.serve_args()]
-    return [sys.executable, "-m", "seif.cli", "serve", *setup.serve_args()]
+        return [sys.executable, "-m", "bench.runtime", "profiled-serve", *setup.serve_args(store)]
+    return [sys.executable, "-m", "seif.cli", "serve", *setup.serve_args(store)]
 
 
 def get_json(url: str) -> Any:
@@ -764,18 +649,8 @@ def generate(
     if contexts is not None:
         argv += ["--contexts-out" if mode == "resolve" else "--contexts-in", str(contexts)]
     env = {**setup.env, LOAD_TOKEN_ENV: APP_TOKEN}
-
-    proc = spawn_pinned(argv, env, cpus)
-    try:
-        stdout, stderr = proc.communicate(timeout=300 + 3 * load.duration_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise RuntimeError(f"load generator ({mode}) timed out") from None
-    if proc.returncode != 0:
-        raise RuntimeError(f"load generator ({mode}) failed: {stderr[-2000:]}")
-    result: dict[str, Any] = loads(stdout)
-    return result
+    timeout = 300 + 3 * load.duration_s
+    return run_json(argv, env, cpus, timeout=timeout, name=f"load generator ({mode})")
 
 
 def fsync_us(directory: Path, count: int = 50) -> float:
@@ -885,11 +760,7 @@ def _per_request_us(result: dict[str, Any], pid_index: int) -> dict[str, float] 
     if pid_index >= len(values) or not ok:
         return None
     user, system = values[pid_index]
-    return {
-        "user": round(user / ok * 1e6, 1),
-        "system": round(system / ok * 1e6, 1),
-        "total": round((user + system) / ok * 1e6, 1),
-    }
+    return per_request_us(user, system, ok)
 
 
 def _loop_us(result: dict[str, Any]) -> float | None:
@@ -931,17 +802,7 @@ def report(
             "warmup": result["warmup"],
             "contexts_resolved_untimed": result["contexts_resolved_untimed"],
         }
-        name, impl = names[mode]
-        rows.append(
-            {
-                "name": name,
-                "impl": impl,
-                "median_ns": round(result["p50_ms"] * 1e6),
-                "p99_ns": round(result["p99_ms"] * 1e6),
-                "calls": result["ok"],
-                "rps": result["rps"],
-            }
-        )
+        rows.append(latency_row(*names[mode], result))
     bare = targets["bare"]["rps"] or math.nan
     ratios = {
         "resolve/bare rps": round(targets["resolve"]["rps"] / bare, 3),

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import quantile
+from bench.harness import quantile, started
 from bench.runtime import (
     APP_TOKEN,
     ARGUMENTS,
@@ -38,7 +38,6 @@ from bench.runtime import (
     executor_argv,
     prepare_setup,
     runtime_argv,
-    started,
 )
 
 BLOCK = 100

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--lease-timeout",
-        type=float,
+        type=_up_to_300_seconds,
         default=15.0,
         metavar="SECONDS",
         help="with --store postgresql://: how long this replica's lease lasts unrenewed (renewed "

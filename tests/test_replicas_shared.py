@@ -7,17 +7,22 @@ Two runtimes (``tests/test_replicas.py``'s ``replicas``) on one fresh database (
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import blake3
 import psycopg
+import pytest
 from mcp_support import call_meta, mcp_client
-from runtime_harness import APPROVAL, BEARER, PROPOSAL, READ_ARGS, Stack, run_async
+from runtime_harness import APPROVAL, BEARER, PROPOSAL, READ_ARGS, FakeClock, Stack, run_async
 from test_replicas import TRACE_ENV, replicas
 
+from policy.state import APPROVAL_TTL_MS
 from servers.config.files import TRACE_KEY_CONTEXT
 from servers.mcp.app import McpOptions
+from servers.store.pg_held import HeldTable
+from servers.store.rows import StoreError
 from servers.store.sealing import Sealer
 
 MARKER = "held-marker-5d1c9e"
@@ -258,5 +263,92 @@ def test_a_named_mcp_call_id_sent_through_two_replicas_at_once_runs_once(
                     duplicates = sorted(bool(r.get("duplicate")) for r in receipts)
                     assert duplicates == [False, True], receipts
             assert (await a.stats())["executions"] == {"inspect-context": 3}
+
+    run_async(scenario())
+
+
+def test_a_call_decided_on_another_replica_holds_up_no_other_call(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """One call's decision lock held elsewhere (a replica stalled mid-decision, say): an
+    approve of another call is not held up; one of that call waits, then is 503."""
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            ctx = await _ask(a, "p1")
+            await a.execute(ctx, "propose-change", "p2", ASKED)
+            name = json.dumps(["decide", ctx, "p1"])
+            async with b.prepared.data.exclusive(name):  # type: ignore[attr-defined]
+                other = await asyncio.wait_for(
+                    a.approve(ctx, "propose-change", "p2", ASKED), timeout=5
+                )
+                assert other.status == 200, other
+                same = await a.approve(ctx, "propose-change", "p1", ASKED)
+                assert (same.status, same.body["error"]["code"]) == (503, "STORE_UNAVAILABLE")
+            assert (await a.approve(ctx, "propose-change", "p1", ASKED)).status == 200
+
+    run_async(scenario())
+
+
+def test_a_call_claimed_runs_even_when_forgetting_its_hold_fails(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim committed, then the store fails to forget the call's hold: the call still
+    runs once (a 503 there would leave its intent PENDING for good, and every repeat IN_FLIGHT)."""
+
+    def failing(*_args: object) -> None:
+        raise StoreError("the store did not answer")
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url, count=1) as (a,):
+            ctx = await _ask(a)
+            approval = await a.approval_id(ctx, "propose-change", "p1", ASKED)
+            monkeypatch.setattr(HeldTable, "drop", failing)
+            done = await a.execute(ctx, "propose-change", "p1", ASKED, approval)
+            assert done["status"] == "SUCCEEDED", done
+            again = await a.execute(ctx, "propose-change", "p1", ASKED, approval)
+            assert (again["status"], again["duplicate"]) == ("SUCCEEDED", True)
+
+    run_async(scenario())
+
+
+def test_staggered_repeats_through_another_replica_all_have_the_original_s_status(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            a.set_knobs("inspect-context", delay_ms=800)
+            ctx: str = (await a.resolve())["contextRef"]
+            await b.execute(ctx, "inspect-context", "warm", READ_ARGS)  # b's view: stale soon
+            first = asyncio.ensure_future(a.execute(ctx, "inspect-context", "c1", READ_ARGS))
+            await asyncio.sleep(0.1)
+
+            async def repeat(n: int) -> dict[str, Any]:
+                await asyncio.sleep(0.01 * n)
+                return await b.execute(ctx, "inspect-context", "c1", READ_ARGS)
+
+            repeats = await asyncio.gather(*(repeat(n) for n in range(24)))
+            assert (await first)["status"] == "SUCCEEDED"
+            assert {(r["status"], r["duplicate"]) for r in repeats} == {("SUCCEEDED", True)}
+            assert (await a.stats())["executions"] == {"inspect-context": 2}
+
+    run_async(scenario())
+
+
+def test_a_rejection_elsewhere_wins_over_an_expiry_remembered_here(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async def scenario() -> None:
+        clock = FakeClock()
+        async with replicas(tmp_path, pg_url, clock=clock) as (a, b):
+            ctx = await _ask(b)
+            clock.advance(APPROVAL_TTL_MS + 1)
+            assert await _status(b, ctx) == "EXPIRED"  # b remembers it so
+            await b.execute(ctx, "propose-change", "p1", ASKED)  # asked again
+            body = {"contextRef": ctx, "tool": "propose-change", "callId": "p1",
+                    "arguments": ASKED, "reason": "no"}  # fmt: skip
+            assert (await a.call("POST", "/v1/context/tools/reject", body,
+                                 headers=APPROVER)).status == 200  # fmt: skip
+            assert await _status(b, ctx) == "REJECTED"
 
     run_async(scenario())

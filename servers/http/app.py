@@ -22,6 +22,7 @@ from servers.http.middleware import errors
 from servers.http.wire import json_response
 from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
+from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
 from servers.runtime.startup import Prepared
@@ -51,8 +52,6 @@ MCP_REVISIONS: web.AppKey[tuple[str, ...]] = web.AppKey("mcp_revisions", tuple)
 """The MCP revisions served at ``/mcp/{objective}`` (``servers.mcp`` mounts them), if any."""
 APPROVAL: web.AppKey[Credentials] = web.AppKey("approval", Credentials)
 """The runner approval credential alone, compared as application tokens are."""
-PEERS_POLL_S = 0.02
-"""How often a duplicate of a call running on another replica reads whether it ended."""
 MAX_TURNS = 10_000
 """Turns held in memory at most, a last resort: the credential holding the most loses its
 oldest (finished, that is completed or expired, ones are dropped first)."""
@@ -275,7 +274,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         fingerprint_key=prepared.fingerprint_key,
         clock=prepared.clock,
         pending=pending if pending is not None else PendingCalls(),
-        peers_poll_s=PEERS_POLL_S if pending is not None else None,
+        peers=PeerWaits(store) if pending is not None else None,
         exclusive=getattr(prepared.data, "exclusive", alone),
     )
     await app[RUNTIME].log_interrupted(store.interrupted)

@@ -28,6 +28,10 @@ COORDINATES = ("consumer", "environment", "deployment")
 Renewed = Callable[[], Awaitable[None]]
 """Tell the client its tools may have changed (a session's context was renewed)."""
 
+NAMED_CALL_SLACK_S = 60.0
+"""How much longer than an approval wait a request of a named call id waits for another
+replica's request of it (which may wait that long, then run the tool)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Asked:
@@ -108,7 +112,11 @@ async def call_tool(
         return await _call_here(app, asked, name, call_id.value, progress, renewed)
     mounted = app[MOUNTED]
     key = (asked.credential, asked.objective, call_id.value)
-    async with mounted.claims.held(key), app[RUNTIME].exclusive(json.dumps(["mcp-call", *key])):
+    across = app[RUNTIME].exclusive(  # and one at a time across replicas: a request of it on
+        json.dumps(["mcp-call", *key]),  # another may wait for its approval, then one call
+        mounted.options.approval_wait_s + NAMED_CALL_SLACK_S,
+    )
+    async with mounted.claims.held(key), across:
         return await _call_here(app, asked, name, call_id.value, progress, renewed)
 
 

@@ -89,8 +89,8 @@ class Approvals:
         """One approve or reject at a time in this process (neither overtakes), and of one
         call at a time across every replica of a shared store."""
         name = json.dumps(["decide", request["contextRef"], request["callId"]])
-        async with self._deciding, self.exclusive(name):
-            yield
+        async with self.exclusive(name), self._deciding:  # the call's lock first: a wait for
+            yield  # another replica's decision of it holds up no other call's
 
     def _decided(
         self, row: ContextRow, call_id: str, now: int, fingerprint: str | None = None

@@ -257,9 +257,7 @@ class PendingCalls:
         while self._due and self._due[0][0] <= now:  # (a discard may rebuild the heap)
             _at, serial, key = heapq.heappop(self._due)
             held = self._all.get(key)
-            if held is not None and held.serial == serial:
-                self.discard(key)
-                self.remember(key, "EXPIRED")
+            if held is not None and held.serial == serial and self._expire(key, held.item):
                 dropped += 1
                 if self.on_expired is not None:
                     self.on_expired(held.item)
@@ -268,6 +266,13 @@ class PendingCalls:
             if self.on_approval_expired is not None:
                 self.on_approval_expired(approval_id, key)
         return dropped
+
+    def _expire(self, key: Key, item: Pending) -> bool:
+        """Forget a call whose time ran out, remembered as ``EXPIRED``; whether to tell
+        :attr:`on_expired` (always, here)."""
+        self.discard(key)
+        self.remember(key, "EXPIRED")
+        return True
 
     def watch_approval(self, approval_id: str, key: Key, expires_at: int) -> None:
         """Have the sweep tell :attr:`on_approval_expired` when this approval runs out (at

@@ -59,9 +59,9 @@ class ReplicaHold:
         restart it; a new process takes a new lease)."""
         return "LEASE_LOST" if self.store.lease_lost else "READY"
 
-    def exclusive(self, name: str) -> AbstractAsyncContextManager[None]:
+    def exclusive(self, name: str, wait_s: float = 10.0) -> AbstractAsyncContextManager[None]:
         """``name`` held by this replica alone (``PgStore.exclusive``)."""
-        return self.store.exclusive(name)
+        return self.store.exclusive(name, wait_s)
 
     def turns(self) -> StoredTurns:
         """The turns, shared through the store."""

@@ -8,6 +8,7 @@ comes from an injected clock (integer milliseconds), so tests can move it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,14 +28,16 @@ from servers.log.decision_log import Admitted, admit
 from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
+from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
 from servers.runtime.values import Exclusive, IntentsView, Seen, alone
 from servers.store.interface import DispatchStore, RecordLog
-from servers.store.rows import ApprovalRow, ContextRow, IntentRow
+from servers.store.rows import ApprovalRow, ContextRow, IntentRow, StoreError
 from servers.support import memo
 
 Clock = Callable[[], int]
+LOG = logging.getLogger("seif.runtime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +79,10 @@ class Runtime(Approvals):
     exclusive: Exclusive = alone
     """One holder of a name at a time across replicas (one approve or reject of a call, one
     request of a named MCP call id); nothing to hold for one runtime."""
-    peers_poll_s: float | None = None
-    """Set when other processes write the store (replicas): how often a duplicate of a call
-    running elsewhere reads its intent until it is final. None for one runtime, whose own
-    calls in flight wake their duplicates."""
+    peers: PeerWaits | None = None
+    """Set when other processes write the store (replicas): a duplicate of a call running
+    elsewhere reads its intent until it is final. None for one runtime, whose own calls in
+    flight wake their duplicates."""
 
     def __post_init__(self) -> None:
         self._observer = Observer(self.bindings, self.client)
@@ -192,6 +195,7 @@ class Runtime(Approvals):
         row = self._context_row(context_ref, coords, encoded, now, turn_id, credential)
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
         memo.keep(self._disclosed, context_ref, disclosure)
+        self._intents.opened(context_ref)
         return Opened(context_ref, row.expires_at, found, coords, fields)
 
     def _context_row(
@@ -320,10 +324,11 @@ class Runtime(Approvals):
         event = self._inflight.get((row.context_ref, call.call_id))
         tool = self.ir.tool_by_id[call.tool]
         try:
-            if event is not None:
-                await asyncio.wait_for(event.wait(), timeout=tool.timeout_ms / 1000)
-            elif self.peers_poll_s is not None:  # it may be running on another replica
-                await asyncio.wait_for(self._final(row, call), timeout=tool.timeout_ms / 1000)
+            async with asyncio.timeout(tool.timeout_ms / 1000):
+                if event is not None:
+                    await event.wait()
+                if self.peers is not None:  # it may run on another replica (also when the
+                    await self.peers.final(row.context_ref, call.call_id)  # event's owner lost)
         except TimeoutError:
             return events.receipt(
                 call.call_id, call.tool, "UNKNOWN", duplicate=True, reason="IN_FLIGHT"
@@ -365,16 +370,6 @@ class Runtime(Approvals):
             if decision.reason == "CALL_CONFLICT":
                 return await self._denied(row, call, decision, row.coordinates)
         return None
-
-    async def _final(self, row: ContextRow, call: Call) -> None:
-        """Until the call's intent is final in the store (made so by whichever replica runs
-        it, or by the reaping of a lost one), read every :attr:`peers_poll_s`."""
-        assert self.peers_poll_s is not None
-        while True:
-            intent = self.store.intent(row.context_ref, call.call_id)
-            if intent is None or intent.status != "PENDING":
-                return
-            await asyncio.sleep(self.peers_poll_s)
 
     def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
         for intent in self.store.intents(context_ref):
@@ -420,9 +415,7 @@ class Runtime(Approvals):
                 self._inflight.pop(key, None)
                 event.set()
             return await self.execute_again(row, call)
-        self.pending.ran(key, call.tool)  # dispatched: its arguments are no longer held
-        self._forget_exhausted(row.context_ref, call.tool)
-        task = asyncio.ensure_future(self._run(row, call, fp))
+        task = asyncio.ensure_future(self._run(row, call, fp))  # first: the claim committed
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -431,7 +424,18 @@ class Runtime(Approvals):
             event.set()
 
         task.add_done_callback(finished)
+        self._no_longer_held(row.context_ref, call)
         return await asyncio.shield(task)
+
+    def _no_longer_held(self, context_ref: str, call: Call) -> None:
+        """A dispatched call's arguments are no longer held, nor, once its tool is used up in
+        the context, any of that tool's. Best effort: a shared store that does not answer
+        now leaves them to its tidying (never keeps the call from running)."""
+        try:
+            self.pending.ran((context_ref, call.call_id), call.tool)
+            self._forget_exhausted(context_ref, call.tool)
+        except StoreError as exc:
+            LOG.warning("held calls not forgotten after a dispatch: %s", type(exc).__name__)
 
     async def execute_again(self, row: ContextRow, call: Call) -> dict[str, Any]:
         """Lost the race to another request for this call: decide again on the stored state."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from servers.runtime.pending import IN_ALL, Key, PendingCalls
+from servers.runtime.pending import IN_ALL, MAX_BYTES, Key, PendingCalls
 from servers.runtime.values import Pending
 from servers.store.pg_held import HeldRow, HeldTable
 
@@ -39,9 +39,18 @@ class SharedPendingCalls(PendingCalls):
 
     def discard(self, key: Key) -> Pending | None:
         item = super().discard(key)
-        if item is not None:
-            self._table.drop(*key)
+        if item is not None:  # this replica's hold, unless a newer request replaced it
+            self._table.drop_own(*key, item.requested_at)
         return item
+
+    def _expire(self, key: Key, item: Pending) -> bool:
+        """Its time ran out here: logged only if this replica's hold was still stored (not
+        approved, run, rejected or asked again through another replica meanwhile)."""
+        PendingCalls.discard(self, key)
+        if not self._table.expire_own(*key, item.requested_at, self._clock()):
+            return False
+        PendingCalls.remember(self, key, "EXPIRED")
+        return True
 
     def ran(self, key: Key, tool: str) -> None:
         super().ran(key, tool)
@@ -58,10 +67,17 @@ class SharedPendingCalls(PendingCalls):
 
     def remember(self, key: Key, outcome: str) -> None:
         super().remember(key, outcome)
-        self._table.end(*key, outcome, self._clock())
+        if outcome == "REJECTED":  # forgotten by every replica
+            self._table.reject(*key, self._clock())
+        else:  # an approval that ran out unused: a hold of other arguments stays
+            self._table.note(*key, outcome, self._clock())
 
     def outcome(self, key: Key) -> str | None:
-        return super().outcome(key) or self._table.outcome(*key)
+        here = super().outcome(key)
+        if here == "REJECTED":
+            return here
+        stored = self._table.outcome(*key)
+        return "REJECTED" if stored == "REJECTED" else here or stored
 
     def holds(self, context_ref: str) -> bool:
         return super().holds(context_ref) or self._table.holds(context_ref, self._clock())
@@ -82,7 +98,7 @@ class SharedPendingCalls(PendingCalls):
 
     def listed(self, now: int) -> list[Pending]:
         self.sweep(now)
-        return [_pending(row) for row in self._table.live(now, IN_ALL)]
+        return [_pending(row) for row in self._table.live(now, IN_ALL, MAX_BYTES)]
 
 
 def _row(item: Pending, owner: str) -> HeldRow:

@@ -35,4 +35,6 @@ class StoredTurns:
         try:
             return self._store.complete_turn(turn_id, outcome)
         except StoreError:
-            return None
+            if self._store.turn(turn_id) is None:
+                return None  # no such turn
+            raise  # the store did not answer: 503, not "completed already"

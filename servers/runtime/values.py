@@ -13,12 +13,13 @@ from servers.store.interface import DispatchStore
 from servers.store.rows import ApprovalRow, IntentRow
 from servers.support import memo
 
-Exclusive = Callable[[str], AbstractAsyncContextManager[None]]
-"""Held by one holder of a name at a time across every process sharing the store (replicas:
-an advisory lock of PostgreSQL); within one process its callers serialize first."""
+Exclusive = Callable[..., AbstractAsyncContextManager[None]]
+"""``exclusive(name[, wait_s])``: held by one holder of a name at a time across every process
+sharing the store (replicas: an advisory lock of PostgreSQL, a ``StoreError`` when another
+holds it past ``wait_s``); within one process its callers serialize first."""
 
 
-def alone(_name: str) -> AbstractAsyncContextManager[None]:
+def alone(_name: str, _wait_s: float = 0.0) -> AbstractAsyncContextManager[None]:
     """The :data:`Exclusive` of a store no other process writes: nothing to hold."""
     return contextlib.nullcontext()
 
@@ -71,6 +72,10 @@ class IntentsView:
             found = store.intents(context_ref)
             memo.keep(self._known, context_ref, found)
         return list(found)
+
+    def opened(self, context_ref: str) -> None:
+        """A context just saved has no intents yet (none read from the store for it)."""
+        memo.keep(self._known, context_ref, [])
 
     def begun(self, intent: IntentRow) -> None:
         known = self._known.get(intent.context_ref)

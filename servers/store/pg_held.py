@@ -50,28 +50,48 @@ PUT = (
     " context_expires_at = EXCLUDED.context_expires_at, size = EXCLUDED.size,"
     " sealed = EXCLUDED.sealed, replica_id = EXCLUDED.replica_id"
 )
+_KEY = "context_ref = %(context_ref)s AND call_id = %(call_id)s"
+_OWN = _KEY + " AND replica_id = %(replica_id)s AND requested_at = %(requested_at)s"
 DROP = "DELETE FROM held_calls WHERE context_ref = %s AND call_id = %s"
+DROP_OWN = f"DELETE FROM held_calls WHERE {_OWN}"
 DROP_MATCHING = DROP + " AND tool = %s AND fingerprint = %s"
 DROP_TOOL = "DELETE FROM held_calls WHERE context_ref = %s AND tool = %s"
-END = (
-    "WITH gone AS (DELETE FROM held_calls WHERE context_ref = %(context_ref)s"
-    " AND call_id = %(call_id)s)"
+_OUTCOME = (
     " INSERT INTO held_outcomes (context_ref, call_id, outcome, decided_at)"
-    " VALUES (%(context_ref)s, %(call_id)s, %(outcome)s, %(now)s)"
-    " ON CONFLICT (context_ref, call_id) DO UPDATE SET outcome = EXCLUDED.outcome,"
+    " {values} ON CONFLICT (context_ref, call_id) DO UPDATE SET outcome = EXCLUDED.outcome,"
     " decided_at = EXCLUDED.decided_at WHERE held_outcomes.outcome <> 'REJECTED'"
 )
+NOTE = _OUTCOME.format(values="VALUES (%(context_ref)s, %(call_id)s, %(outcome)s, %(now)s)")
+REJECT = f"WITH gone AS (DELETE FROM held_calls WHERE {_KEY})" + NOTE
+EXPIRE_OWN = (
+    f"WITH gone AS (DELETE FROM held_calls WHERE {_OWN} RETURNING context_ref, call_id),"
+    " noted AS ("
+    + _OUTCOME.format(values="SELECT context_ref, call_id, 'EXPIRED', %(now)s FROM gone")
+    + ") SELECT count(*) FROM gone"
+)
 OUTCOME = "SELECT outcome FROM held_outcomes WHERE context_ref = %s AND call_id = %s"
-_LIVE = f"SELECT {_COLUMNS} FROM held_calls h WHERE h.expires_at > %s AND {_NOT_RUN}"
+_NOT_REJECTED = (
+    "NOT EXISTS (SELECT 1 FROM held_outcomes o WHERE o.context_ref = h.context_ref"
+    " AND o.call_id = h.call_id AND o.outcome = 'REJECTED')"
+)
+_LIVE = (
+    f"SELECT {_COLUMNS} FROM held_calls h WHERE h.expires_at > %s AND {_NOT_RUN}"
+    f" AND {_NOT_REJECTED}"
+)
 ONE = _LIVE + " AND h.context_ref = %s AND h.call_id = %s"
 OF_CONTEXT = f"SELECT EXISTS ({_LIVE} AND h.context_ref = %s)"
-LIVE = _LIVE + " ORDER BY h.requested_at, h.context_ref, h.call_id LIMIT %s"
+LIVE = (
+    f"SELECT {_COLUMNS} FROM (SELECT *, sum(size) OVER (ORDER BY requested_at, context_ref,"
+    f" call_id) AS held_bytes FROM ({_LIVE}) h) t WHERE held_bytes <= %s"
+    " ORDER BY requested_at, context_ref, call_id LIMIT %s"
+)
 EXPIRE = (
     "WITH gone AS (DELETE FROM held_calls WHERE expires_at <= %(before)s"
     " RETURNING context_ref, call_id)"
     " INSERT INTO held_outcomes (context_ref, call_id, outcome, decided_at)"
     " SELECT context_ref, call_id, 'EXPIRED', %(now)s FROM gone ON CONFLICT DO NOTHING"
 )
+FORGET_ENDED = f"DELETE FROM held_calls h WHERE NOT ({_NOT_RUN}) OR NOT ({_NOT_REJECTED})"
 FORGET_OUTCOMES = "DELETE FROM held_outcomes WHERE decided_at < %s"
 FORGET_TURNS = "DELETE FROM turns WHERE expires_at < %s"
 
@@ -116,7 +136,23 @@ class HeldTable:
         return self._store.execute(PUT, params) > 0
 
     def drop(self, context_ref: str, call_id: str) -> None:
+        """Forget the call, whichever replica holds it (it ran)."""
         self._store.execute(DROP, (context_ref, call_id))
+
+    def drop_own(self, context_ref: str, call_id: str, requested_at: int) -> None:
+        """Forget this replica's hold of the call, if it is still this one (not a newer
+        request of it, held by another replica)."""
+        self._store.execute(DROP_OWN, self._own(context_ref, call_id, requested_at))
+
+    def expire_own(self, context_ref: str, call_id: str, requested_at: int, now: int) -> bool:
+        """This replica's hold of the call ran out: forgotten, ``EXPIRED`` noted; False when
+        that hold was no longer stored (approved, run, rejected or asked again elsewhere)."""
+        params = {**self._own(context_ref, call_id, requested_at), "now": now}
+        return bool(self._store.select(EXPIRE_OWN, params)[0][0])
+
+    def _own(self, context_ref: str, call_id: str, requested_at: int) -> dict[str, Any]:
+        return {"context_ref": context_ref, "call_id": call_id,
+                "replica_id": self._store.replica_id, "requested_at": requested_at}  # fmt: skip
 
     def drop_matching(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         """Forget the call only if it is held with exactly this tool and fingerprint."""
@@ -125,11 +161,16 @@ class HeldTable:
     def drop_tool(self, context_ref: str, tool: str) -> None:
         self._store.execute(DROP_TOOL, (context_ref, tool))
 
-    def end(self, context_ref: str, call_id: str, outcome: str, now: int) -> None:
-        """The wait ended (``REJECTED`` or ``EXPIRED``): the call forgotten, its outcome kept
+    def reject(self, context_ref: str, call_id: str, now: int) -> None:
+        """The call is rejected: forgotten by every replica, and never held again."""
+        params = {"context_ref": context_ref, "call_id": call_id, "outcome": "REJECTED"}
+        self._store.execute(REJECT, {**params, "now": now})
+
+    def note(self, context_ref: str, call_id: str, outcome: str, now: int) -> None:
+        """How the call's wait ended (``EXPIRED``: its approval ran out unused), held or not
         (a rejection is never replaced)."""
-        params = {"context_ref": context_ref, "call_id": call_id, "outcome": outcome, "now": now}
-        self._store.execute(END, params)
+        params = {"context_ref": context_ref, "call_id": call_id, "outcome": outcome}
+        self._store.execute(NOTE, {**params, "now": now})
 
     def outcome(self, context_ref: str, call_id: str) -> str | None:
         found = self._store.select(OUTCOME, (context_ref, call_id))
@@ -142,15 +183,19 @@ class HeldTable:
     def holds(self, context_ref: str, now: int) -> bool:
         return bool(self._store.select(OF_CONTEXT, (now, context_ref))[0][0])
 
-    def live(self, now: int, limit: int) -> list[HeldRow]:
-        """The calls approvable at ``now``, oldest first, ``limit`` at most."""
-        return list(self._opened(self._store.select(LIVE, (now, limit))))
+    def live(self, now: int, limit: int, max_bytes: int) -> list[HeldRow]:
+        """The calls approvable at ``now``, oldest first: ``limit`` at most, and no more than
+        ``max_bytes`` of arguments (every replica's holds together)."""
+        return list(self._opened(self._store.select(LIVE, (now, max_bytes, limit))))
 
     def tidy(self, now: int) -> None:
         """End the calls left expired past :data:`EXPIRY_GRACE_MS` (their holder is gone),
-        and forget old outcomes and turns."""
+        forget those that ran or were rejected meanwhile (a request of a call racing its
+        rejection or its dispatch on another replica: never listed, see :data:`LIVE`), and
+        old outcomes and turns."""
         self._store.maintain(
             (EXPIRE, {"before": now - EXPIRY_GRACE_MS, "now": now}),
+            (FORGET_ENDED, ()),
             (FORGET_OUTCOMES, (now - OUTCOMES_KEPT_MS,)),
             (FORGET_TURNS, (now - TURNS_KEPT_MS,)),
         )

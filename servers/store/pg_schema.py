@@ -42,7 +42,7 @@ from servers.store.rows import (
 )
 from servers.support.memo import remembered
 
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 MIGRATION_LOCK = 0x5E1F_0019_5C4E_3A01
 """The advisory lock key (one 64-bit integer) the migrations hold; any constant, used only here."""
 
@@ -240,7 +240,37 @@ CREATE INDEX turns_by_credential ON turns (credential_id, expires_at);
 ``servers.store.sealing``), how each wait ended (``REJECTED`` is never replaced), and the
 turns of a credential in order (``servers.store.pg_held``)."""
 
-MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2}
+COMPLETE_V3 = """
+CREATE OR REPLACE FUNCTION seif_complete(p_ref text, p_call text, p_status text, p_reason text,
+        p_now bigint, p_log_replica text, p_log_seq bigint, p_log_ref text, p_event text,
+        p_head bytea, p_tail bytea) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    found_status text;
+    outcome text := 'DONE';
+BEGIN
+    PERFORM 1 FROM contexts WHERE context_ref = p_ref FOR UPDATE;
+    SELECT status INTO found_status FROM intents
+        WHERE context_ref = p_ref AND call_id = p_call FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'NO_INTENT';
+    END IF;
+    IF found_status = 'PENDING' THEN
+        UPDATE intents SET status = p_status, reason = p_reason, completed_at = p_now
+            WHERE context_ref = p_ref AND call_id = p_call;
+    ELSE
+        outcome := 'FINAL';
+    END IF;
+    IF p_head IS NOT NULL THEN
+        PERFORM seif_log(p_log_replica, p_log_seq, p_log_ref, p_event, p_head, p_tail);
+    END IF;
+    RETURN outcome;
+END $$;
+"""
+"""Version 3: ``seif_complete`` finds the intent by its primary key (version 1's
+``status = 'PENDING'`` let the planner pick the partial index of every replica's pending
+intents, scanning them all on each completion)."""
+
+MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2, 3: COMPLETE_V3}
 """What brings a database from version ``n - 1`` to ``n``; version 0 is an empty database."""
 
 INTENT_COLUMNS = "context_ref, call_id, tool, fingerprint, status, reason, created_at, completed_at"
@@ -319,7 +349,6 @@ SAVE_TURN = _once(
     False,
 )
 TRY_LOCK_NAMED = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
-UNLOCK_NAMED = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 TRIM_TURNS = (
     "DELETE FROM turns WHERE turn_id IN (SELECT turn_id FROM turns WHERE credential_id = %s"
     " ORDER BY expires_at DESC, turn_id OFFSET %s)"

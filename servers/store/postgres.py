@@ -26,7 +26,6 @@ Every ``now_ms`` must come from one clock, the runtime's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import threading
 import time
@@ -36,6 +35,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.errors import ReadOnlySqlTransaction
 from psycopg.rows import RowFactory, class_row, dict_row, tuple_row
 from psycopg_pool import PoolTimeout
 
@@ -77,6 +77,8 @@ POOL_MIN, POOL_MAX = 1, 8
 CONNECT_TIMEOUT_S = 10
 CONTEXT_CACHE = 4096
 LOCK_RETRY_S = 0.02
+EXCLUSIVE_WAIT_S = 10.0
+"""How long :meth:`PgStore.exclusive` waits for a lock another replica holds, by default."""
 
 
 class PgStore:
@@ -102,8 +104,6 @@ class PgStore:
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._pool_opened: asyncio.Task[None] | None = None
         self._contexts: dict[str, ContextRow] = {}
-        self._locks: psycopg.AsyncConnection[Any] | None = None
-        self._locks_guard = asyncio.Lock()
         self.log = PgDecisionLog(self)
         """The decision log in this store (every replica's records), as the runtime uses it."""
         self._lost = False
@@ -187,7 +187,7 @@ class PgStore:
         message = schema.scrubbed(str(exc).strip(), self._url)
         return StoreError(f"the store `{self.where}` did not answer: {message}")
 
-    def select(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    def select(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """A read on this thread's connection (the decision log's traces)."""
         return self._rows(sql, params, tuple_row)
 
@@ -198,7 +198,7 @@ class PgStore:
             with self._here().cursor() as cur:
                 cur.execute(sql, params)
                 return cur.rowcount
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, ReadOnlySqlTransaction) as exc:
             raise self._unavailable(exc) from None
 
     def maintain(self, *statements: tuple[str, Sequence[Any] | Mapping[str, Any]]) -> None:
@@ -208,7 +208,7 @@ class PgStore:
             with self._maintenance() as conn:
                 for sql, params in statements:
                     conn.execute(sql, params)
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, ReadOnlySqlTransaction) as exc:
             raise self._unavailable(exc) from None
 
     def stream(self, sql: str) -> Iterator[tuple[Any, ...]]:
@@ -228,7 +228,14 @@ class PgStore:
         elif self._pool_loop is not loop:
             raise StoreError("the store's writes belong to another event loop")
         if self._pool_opened is not None:
-            await asyncio.shield(self._pool_opened)  # a failed open raises again
+            opened, pool = self._pool_opened, self._pool
+            try:
+                await asyncio.shield(opened)
+            except (psycopg.Error, PoolTimeout) as exc:  # the next write opens it anew
+                if self._pool is pool:
+                    self._pool, self._pool_opened = None, None
+                    await pool.close()
+                raise self._unavailable(exc) from None
             self._pool_opened = None
         return self._pool
 
@@ -238,10 +245,10 @@ class PgStore:
         try:
             async with pool.connection() as conn:
                 yield conn
-        except (psycopg.OperationalError, PoolTimeout) as exc:  # unreachable, or every
-            if isinstance(exc, psycopg.OperationalError):  # connection busy past the timeout
-                await pool.check()  # the others cut with it are replaced, not failed in turn
-            raise self._unavailable(exc) from None
+        except (psycopg.OperationalError, PoolTimeout, ReadOnlySqlTransaction) as exc:
+            if isinstance(exc, psycopg.OperationalError):  # unreachable (or, PoolTimeout,
+                await pool.check()  # every connection busy past the timeout; or a standby):
+            raise self._unavailable(exc) from None  # the others cut with it are replaced
 
     @contextmanager
     def _maintenance(self) -> Iterator[psycopg.Connection[Any]]:
@@ -309,6 +316,7 @@ class PgStore:
         is saved once (:class:`StoreError`, nothing logged)."""
         if not await self._insert_once(schema.SAVE_CONTEXT, schema.context_params(row), record):
             raise StoreError(f"context `{row.context_ref}` exists")
+        keep(self._contexts, row.context_ref, row, CONTEXT_CACHE)  # as saved: never changed
 
     async def save_approval_async(
         self, row: ApprovalRow, *, record: Admitted | None = None
@@ -457,29 +465,31 @@ class PgStore:
         return int(row[0])
 
     @asynccontextmanager
-    async def exclusive(self, name: str) -> AsyncIterator[None]:
-        """Held by one replica at a time: a session advisory lock of ``name`` on this
-        replica's one lock connection, which holds any number of them at once (taken with
-        ``pg_try_advisory_lock``, tried again every :data:`LOCK_RETRY_S` while another
-        replica holds it: no connection waits). Released at the end, or by the server when
-        the connection is lost. Callers in this process serialize on ``name`` first (a
-        session's advisory locks are reentrant)."""
-        while not await self._locking(schema.TRY_LOCK_NAMED, name):
-            await asyncio.sleep(LOCK_RETRY_S)
+    async def exclusive(self, name: str, wait_s: float = EXCLUSIVE_WAIT_S) -> AsyncIterator[None]:
+        """Held by one replica at a time: a session advisory lock of ``name`` on a connection
+        of its own, opened for it and closed at the end, which releases it whatever ended the
+        hold (a cancellation, an error, a lost connection: no lock outlives its holder, and
+        none is shared). Taken with ``pg_try_advisory_lock``, tried again every
+        :data:`LOCK_RETRY_S` while another replica holds it; a :class:`StoreError` past
+        ``wait_s``. Callers in this process serialize on ``name`` first."""
+        if self._closed:
+            raise StoreError(f"the store `{self.where}` is closed")
+        conn = await schema.connect_async(self._url, self._timeout_s)
         try:
+            deadline = asyncio.get_running_loop().time() + wait_s
+            while not await self._try_lock(conn, name):
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise StoreError(f"another replica held a lock for {wait_s:g} s")
+                await asyncio.sleep(LOCK_RETRY_S)
             yield
         finally:
-            with contextlib.suppress(StoreError):  # a lost connection released it
-                await self._locking(schema.UNLOCK_NAMED, name)
+            conn.pgconn.finish()  # a plain call (no await): nothing interrupts the release
 
-    async def _locking(self, sql: str, name: str) -> bool:
-        async with self._locks_guard:
-            try:
-                if self._locks is None or self._locks.closed:
-                    self._locks = await schema.connect_async(self._url, self._timeout_s)
-                found = await (await self._locks.execute(sql, (name,))).fetchone()
-            except psycopg.OperationalError as exc:
-                raise self._unavailable(exc) from None
+    async def _try_lock(self, conn: psycopg.AsyncConnection[Any], name: str) -> bool:
+        try:
+            found = await (await conn.execute(schema.TRY_LOCK_NAMED, (name,))).fetchone()
+        except (psycopg.OperationalError, ReadOnlySqlTransaction) as exc:
+            raise self._unavailable(exc) from None
         return bool(found is not None and found[0])
 
     # turns (writes on the calling thread's connection: one statement each)
@@ -566,8 +576,5 @@ class PgStore:
                 self._maint.close()
         for conn in readers:
             conn.close()
-        locks, self._locks = self._locks, None
-        if locks is not None and not locks.closed:
-            locks.pgconn.finish()  # its advisory locks released (closed from any thread)
         pool, self._pool = self._pool, None
         return pool

@@ -1,0 +1,155 @@
+"""The shared store's parts replicas coordinate with, against a real PostgreSQL server: the
+held calls' table (``servers.store.pg_held``), the advisory locks (``PgStore.exclusive``) and
+the write pool's recovery. Each case here once broke (a review of the replicas' sharing)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pg_support
+import psycopg
+import pytest
+
+from servers.store.pg_held import HeldRow, HeldTable
+from servers.store.postgres import PgStore
+from servers.store.rows import StoreError
+from servers.store.sealing import Sealer
+
+pg_url = pg_support.pg_url
+NOW = 1_800_000_000_000
+KEY = bytes(range(32))
+
+
+def _open(url: str, replica: str, **kw: int) -> PgStore:
+    return PgStore.open(url, replica_id=replica, lease_ms=60_000, now_ms=NOW, **kw)
+
+
+@pytest.fixture
+def two(pg_url: str) -> Iterator[tuple[PgStore, PgStore]]:
+    a, b = _open(pg_url, "a"), _open(pg_url, "b")
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _row(call_id: str, size: int = 10, at: int = NOW, tool: str = "propose-change") -> HeldRow:
+    return HeldRow("ctx_1", call_id, tool, "app", "a" * 64, "APPROVAL_REQUIRED", at,
+                   at + 300_000, at + 900_000, size, arguments=b'{"x":1}')  # fmt: skip
+
+
+def test_the_pending_list_is_bounded_in_bytes_across_replicas(
+    two: tuple[PgStore, PgStore],
+) -> None:
+    a, b = (HeldTable(s, Sealer(KEY)) for s in two)
+    for n in range(4):  # two replicas' holds, 40 bytes each
+        (a if n % 2 else b).put(_row(f"c{n}", size=40, at=NOW + n))
+    listed = a.live(NOW + 10, limit=100, max_bytes=100)
+    assert [r.call_id for r in listed] == ["c0", "c1"]  # the oldest, within the bytes
+    assert [r.call_id for r in a.live(NOW + 10, limit=3, max_bytes=10_000)] == ["c0", "c1", "c2"]
+
+
+def test_a_hold_racing_a_rejection_is_never_listed_and_is_tidied(
+    two: tuple[PgStore, PgStore], pg_url: str
+) -> None:
+    a, b = (HeldTable(s, Sealer(KEY)) for s in two)
+    b.reject("ctx_1", "c1", NOW)
+    assert a.put(_row("c1")) is False  # refused once the rejection is stored
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as a put racing it would leave it
+        conn.execute("INSERT INTO held_calls SELECT 'ctx_1', 'c1', tool, owner, fingerprint,"
+                     " reason, requested_at, expires_at, context_expires_at, size, sealed,"
+                     " replica_id FROM held_calls LIMIT 0")  # fmt: skip
+        a.put(_row("c2"))
+        conn.execute("UPDATE held_calls SET call_id = 'c1' WHERE call_id = 'c2'")
+    assert a.live(NOW, 100, 1 << 20) == [] and a.get("ctx_1", "c1", NOW) is None
+    assert not a.holds("ctx_1", NOW)
+    a.tidy(NOW)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM held_calls").fetchone() == (0,)
+
+
+def test_a_replica_s_stale_hold_never_removes_a_newer_one(two: tuple[PgStore, PgStore]) -> None:
+    a, b = (HeldTable(s, Sealer(KEY)) for s in two)
+    a.put(_row("c1", at=NOW))
+    b.put(_row("c1", at=NOW + 60_000))  # asked again through b: b's hold replaces a's
+    assert a.expire_own("ctx_1", "c1", NOW, NOW + 300_000) is False  # a's hold is gone
+    a.drop_own("ctx_1", "c1", NOW)
+    [held] = a.live(NOW + 300_001, 100, 1 << 20)
+    assert held.requested_at == NOW + 60_000
+    assert b.expire_own("ctx_1", "c1", NOW + 60_000, NOW + 360_000) is True
+    assert b.outcome("ctx_1", "c1") == "EXPIRED"
+    b.reject("ctx_1", "c1", NOW)
+    b.note("ctx_1", "c1", "EXPIRED", NOW)
+    assert a.outcome("ctx_1", "c1") == "REJECTED"  # never replaced
+
+
+def test_a_cancelled_lock_user_releases_nothing_it_does_not_hold_and_leaks_nothing(
+    two: tuple[PgStore, PgStore],
+) -> None:
+    a, b = two
+
+    async def scenario() -> None:
+        held = asyncio.Event()
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with a.exclusive("y"):
+                held.set()
+                await release.wait()
+
+        task = asyncio.ensure_future(holder())
+        await held.wait()
+        for n in range(200):  # others on a, cancelled at every point of their try
+            other = asyncio.ensure_future(_hold_briefly(a, f"x{n % 7}"))
+            await asyncio.sleep(0.0005 * (n % 5))
+            other.cancel()
+            await asyncio.gather(other, return_exceptions=True)
+        with pytest.raises(StoreError):  # "y" still held by a: b waits, then gives up
+            async with b.exclusive("y", wait_s=0.3):
+                pass
+        for n in range(7):  # and no cancelled user left an "x" lock behind
+            async with b.exclusive(f"x{n}", wait_s=2.0):
+                pass
+        release.set()
+        await task
+        async with b.exclusive("y", wait_s=2.0):  # released at the end of a's hold
+            pass
+
+    asyncio.run(scenario())
+
+
+async def _hold_briefly(store: PgStore, name: str) -> None:
+    async with store.exclusive(name):
+        await asyncio.sleep(0.001)
+
+
+def test_a_write_pool_that_could_not_open_opens_at_a_later_write(pg_url: str) -> None:
+    """The pool opens at the first write: when the database refuses connections then, the
+    write is a StoreError (503), and a later write opens the pool once it accepts again."""
+    role = "seif_limited_role"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+    limited = pg_url.replace("postgres@", f"{role}@", 1)
+    assert limited != pg_url
+    store = _open(limited, "a", timeout_s=2)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"ALTER ROLE {role} CONNECTION LIMIT 0")
+
+        async def writes() -> int:
+            record = {"event": "DENIED", "contextRef": "ctx_1", "callId": "x"}
+            with pytest.raises(StoreError):
+                await store.log.append_async(record)
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute(f"ALTER ROLE {role} CONNECTION LIMIT -1")
+            return await store.log.append_async(record)
+
+        assert asyncio.run(writes()) > 0
+    finally:
+        store.close()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"REASSIGN OWNED BY {role} TO postgres")
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
