@@ -22,6 +22,7 @@ from policy.state import APPROVAL_TTL_MS
 from servers.config.files import TRACE_KEY_CONTEXT
 from servers.mcp.app import McpOptions
 from servers.store.pg_held import HeldTable
+from servers.store.postgres import PgStore
 from servers.store.rows import StoreError
 from servers.store.sealing import Sealer
 
@@ -350,5 +351,28 @@ def test_a_rejection_elsewhere_wins_over_an_expiry_remembered_here(
             assert (await a.call("POST", "/v1/context/tools/reject", body,
                                  headers=APPROVER)).status == 200  # fmt: skip
             assert await _status(b, ctx) == "REJECTED"
+
+    run_async(scenario())
+
+
+def test_an_mcp_call_the_store_did_not_answer_is_unknown_store_unavailable(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing(*_args: object, **_kw: object) -> None:
+        raise StoreError("the store did not answer")
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url, count=1, mcp=McpOptions(approval_wait_s=1.0)) as (a,):
+            client = mcp_client(a.runtime, "authoring", mode="auto", consumer="course-authoring")
+            async with client as c:
+                monkeypatch.setattr(PgStore, "begin_intent_async", failing)
+                failed = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("s-1"))
+                assert failed.is_error is True
+                unknown = {"status": "UNKNOWN", "reason": "STORE_UNAVAILABLE", "duplicate": False}
+                assert failed.structured_content == unknown
+                monkeypatch.undo()
+                ran = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("s-1"))
+                assert ran.is_error is False  # retried with the call id: it runs, once
+            assert (await a.stats())["executions"] == {"inspect-context": 1}
 
     run_async(scenario())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -23,11 +24,13 @@ from servers.mcp.contexts import Fresh, Live, Wanted
 from servers.mcp.mounted import MOUNTED
 from servers.mcp.results import CALL_ID_META, call_result, refusal
 from servers.runtime.errors import HttpError
+from servers.store.rows import StoreError
 
 COORDINATES = ("consumer", "environment", "deployment")
 Renewed = Callable[[], Awaitable[None]]
 """Tell the client its tools may have changed (a session's context was renewed)."""
 
+LOG = logging.getLogger("seif.mcp")
 NAMED_CALL_SLACK_S = 60.0
 """How much longer than an approval wait a request of a named call id waits for another
 replica's request of it (which may wait that long, then run the tool)."""
@@ -107,7 +110,24 @@ async def call_tool(
     """One call through the runtime's execute path (and the approval wait). A named call id
     is one call of the credential and objective: the requests of one are served one at a
     time, and one that ran in another of their contexts (another session, a context since
-    renewed, a runtime since restarted) is answered by that call's receipt, never run again."""
+    renewed, a runtime since restarted) is answered by that call's receipt, never run again.
+    A store that did not answer is ``UNKNOWN`` ``STORE_UNAVAILABLE`` (retry the call id: it
+    runs once), not a protocol error."""
+    try:
+        return await _call_once(app, asked, name, call_id, progress, renewed)
+    except StoreError as exc:
+        LOG.error("store unavailable in an MCP call: %s", type(exc).__name__)
+        return refusal("UNKNOWN", "STORE_UNAVAILABLE", False, {CALL_ID_META: call_id.value})
+
+
+async def _call_once(
+    app: web.Application,
+    asked: Asked,
+    name: str,
+    call_id: CallId,
+    progress: Progress,
+    renewed: Renewed,
+) -> mt.CallToolResult:
     if not call_id.named:
         return await _call_here(app, asked, name, call_id.value, progress, renewed)
     mounted = app[MOUNTED]

@@ -53,6 +53,10 @@ ADVICE = {
     "INTERRUPTED": "the runtime stopped while the call ran; it may or may not have run",
     "INVALID_RESPONSE": "the tool's answer could not be read; it may or may not have run",
     "BINDING_MISMATCH": "the tool's executor serves another contract; nothing ran",
+    "REPLICA_LOST": "the runtime replica running the call died; it may or may not have run",
+    "STORE_UNAVAILABLE": (
+        "the runtime's store did not answer; retry with the same call id, which runs it once"
+    ),
 }
 STATUS_TEXT = {
     "DENIED": "The call was refused and nothing ran",
