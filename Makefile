@@ -32,8 +32,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	@echo "== tests: pytest (about 8 minutes on 2 cores; the count is printed at the end)"
-	$(BIN)/pytest
+	@echo "== tests: pytest on one worker per core, 4 at most (about 5 minutes on 2 cores)"
+	$(BIN)/pytest -n auto --maxprocesses 4
 
 test: lint typecheck unit
 

@@ -23,7 +23,11 @@ from seif import __version__
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, warn
 
 if TYPE_CHECKING:  # the steps (and aiohttp with them) load only when `seif prove` runs
+    from collections.abc import Callable, Sequence
+
     from seif.proof_steps import Delivery
+
+    Step = tuple[str, str, Callable[[Delivery], dict[str, Any]]]
 
 FORMAT = "seif.proof-evidence.v1"
 UNMEASURED = ["setup effort", "answer quality improvement", "saved labor"]
@@ -62,37 +66,26 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def _interrupted(_signum: int, _frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup is not cut short again
     raise KeyboardInterrupt("SIGTERM")
+
+
+INTERRUPTED = {"error": "interrupted (SIGINT or SIGTERM)"}
 
 
 def run_proof(delivery: Delivery, out: TextIO) -> dict[str, Any]:
     """Run the steps until one fails; the evidence document. Stops every process it started."""
-    from seif.proof_processes import StepFailed  # noqa: PLC0415  # not at `seif` start-up
-    from seif.proof_steps import STEPS  # noqa: PLC0415
+    from seif.proof_steps import STEPS  # noqa: PLC0415  # not at `seif` start-up
 
     checks: list[dict[str, Any]] = []
-    failed: str | None = None
     try:
-        for number, (check_id, title, step) in enumerate(STEPS, start=1):
-            out.write(f"[{number:2d}/{len(STEPS)}] {title} ... ")
-            out.flush()
-            began = time.monotonic()
-            try:
-                observed = step(delivery)
-            except StepFailed as exc:
-                observed, failed = exc.observed, check_id
-            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop here, honestly
-                observed, failed = {"error": "interrupted (SIGINT or SIGTERM)"}, check_id
-            except Exception as exc:  # a step's own fault: recorded as what was seen, no more
-                observed, failed = {"error": f"{type(exc).__name__}: {exc}"[:500]}, check_id
-            seconds = round(time.monotonic() - began, 2)
-            checks.append({"id": check_id, "ok": failed is None, "observed": observed})
-            out.write(f"{'ok' if failed is None else 'FAILED'} ({seconds} s)\n")
-            if failed is not None:
-                out.write(f"        {observed.get('error', '')}\n")
-                break
+        _steps(delivery, STEPS, checks, out)
+    except KeyboardInterrupt:  # between two steps (writing a line, say): the next one failed
+        if not checks or checks[-1]["ok"]:
+            checks.append({"id": STEPS[len(checks)][0], "ok": False, "observed": INTERRUPTED})
     finally:
         delivery.stop_all()
+    failed = next((c["id"] for c in checks if not c["ok"]), None)
     return {
         "format": FORMAT,
         "seifVersion": __version__,
@@ -105,6 +98,31 @@ def run_proof(delivery: Delivery, out: TextIO) -> dict[str, Any]:
         "syntheticData": True,
         "stopFailures": delivery.seen.get("stopFailures", []),
     }
+
+
+def _steps(delivery: Delivery, steps: Sequence[Step], checks: list[dict[str, Any]],
+           out: TextIO) -> None:  # fmt: skip
+    """Run the steps until one fails, each one's check appended to ``checks``."""
+    from seif.proof_processes import StepFailed  # noqa: PLC0415  # not at `seif` start-up
+
+    for number, (check_id, title, step) in enumerate(steps, start=1):
+        out.write(f"[{number:2d}/{len(steps)}] {title} ... ")
+        out.flush()
+        began = time.monotonic()
+        ok = False
+        try:
+            observed, ok = step(delivery), True
+        except StepFailed as exc:
+            observed = exc.observed
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop here, honestly
+            observed = INTERRUPTED
+        except Exception as exc:  # a step's own fault: recorded as what was seen, no more
+            observed = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        checks.append({"id": check_id, "ok": ok, "observed": observed})
+        out.write(f"{'ok' if ok else 'FAILED'} ({round(time.monotonic() - began, 2)} s)\n")
+        if not ok:
+            out.write(f"        {observed.get('error', '')}\n")
+            return
 
 
 def write_evidence(path: Path, evidence: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ the write pool's recovery. Each case here once broke (a review of the replicas' 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Iterator
 
 import pg_support
@@ -126,7 +127,7 @@ async def _hold_briefly(store: PgStore, name: str) -> None:
 def test_a_write_pool_that_could_not_open_opens_at_a_later_write(pg_url: str) -> None:
     """The pool opens at the first write: when the database refuses connections then, the
     write is a StoreError (503), and a later write opens the pool once it accepts again."""
-    role = "seif_limited_role"
+    role = f"seif_limited_{secrets.token_hex(4)}"  # roles are the server's: one of its own
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"DROP ROLE IF EXISTS {role}")
         conn.execute(f"CREATE ROLE {role} LOGIN")
