@@ -60,9 +60,19 @@ def cmd_prove(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+            _remove(root)
     summary(evidence, output, kept=args.keep, out=sys.stdout)
     return EXIT_OK if evidence["ok"] else EXIT_NOT_ACCEPTABLE
+
+
+def _remove(root: Path, attempts: int = 20) -> None:
+    """Remove the delivery directory, again while a server just stopped still leaves a file
+    in it (its last write racing the removal), for about two seconds at most."""
+    for _ in range(attempts):
+        shutil.rmtree(root, ignore_errors=True)
+        if not root.exists():
+            return
+        time.sleep(0.1)
 
 
 def _interrupted(_signum: int, _frame: object) -> None:
