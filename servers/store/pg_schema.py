@@ -468,10 +468,23 @@ def storable(params: Any) -> bool:
     return True
 
 
+LIVENESS = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
+            "keepalives_count": 3, "tcp_user_timeout": 15_000}  # fmt: skip
+"""libpq's settings that make a database gone silent (a partition, a host that died) an error
+within about 15 s on every connection, not a wait for ever (for a read on the event loop, a
+frozen runtime); a URL that names one of them keeps its own value."""
+
+
+def liveness(url: str) -> dict[str, Any]:
+    """:data:`LIVENESS`, but for what ``url`` sets itself."""
+    given = conninfo_to_dict(url)
+    return {k: v for k, v in LIVENESS.items() if k not in given}
+
+
 def connect(url: str, timeout_s: int) -> psycopg.Connection[Any]:
     """An autocommit connection; a failure names the store without its password."""
     try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=timeout_s)
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=timeout_s, **liveness(url))
     except psycopg.Error as exc:
         message = scrubbed(str(exc).strip(), url)
         raise StoreError(f"cannot connect to the store `{redacted(url)}`: {message}") from None
@@ -485,7 +498,7 @@ async def connect_async(url: str, timeout_s: int) -> psycopg.AsyncConnection[Any
     """An autocommit connection of the event loop (the replica's named locks)."""
     try:
         return await psycopg.AsyncConnection.connect(
-            url, autocommit=True, connect_timeout=timeout_s
+            url, autocommit=True, connect_timeout=timeout_s, **liveness(url)
         )
     except psycopg.Error as exc:
         message = scrubbed(str(exc).strip(), url)
@@ -509,7 +522,7 @@ def new_pool(url: str, sizes: tuple[int, int], timeout_s: int, name: str) -> Poo
         url,
         min_size=sizes[0],
         max_size=sizes[1],
-        kwargs={"autocommit": True, "connect_timeout": timeout_s},
+        kwargs={"autocommit": True, "connect_timeout": timeout_s, **liveness(url)},
         configure=configure,
         open=False,
         name=name,
