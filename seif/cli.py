@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         "aborted, more than 0 and at most 300 (default 10)",
     )
     serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the server's own log on stderr: text lines, or one JSON object per line "
+        "(default: %(default)s)",
+    )
+    serve.add_argument(
         "--mcp",
         action="store_true",
         help="also serve MCP (Streamable HTTP) at /mcp/{objective} (docs/mcp.md)",

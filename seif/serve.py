@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from compiler.diagnostics import CompileError
-from seif.output import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, warn
+from seif.output import EXIT_LOCKED, EXIT_OK, EXIT_USAGE
+from seif.serve_log import configure, listening, refused, status
 from servers.config.files import ConfigError
 from servers.http.app import create_app
 from servers.http.serving import (
@@ -36,12 +37,15 @@ RESERVED_DESCRIPTORS = 64
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    configure(getattr(args, "log_format", "text"))
     if getattr(args, "mcp", False) and args.require_turn:
-        warn("seif serve: --mcp cannot be served with --require-turn: MCP clients start no turns")
+        refused(
+            "seif serve: --mcp cannot be served with --require-turn: MCP clients start no turns"
+        )
         return EXIT_USAGE
     where = store_of(args)
     if isinstance(where, str):
-        warn(f"seif serve: {where}")
+        refused(f"seif serve: {where}")
         return EXIT_USAGE
     try:
         prepared = prepare(
@@ -58,23 +62,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except StartRefused as exc:  # every problem of every file, then exit
         for error in exc.errors:
             _report(error, args.build)
-        warn(f"seif serve: not started, {_count(exc)}; nothing was created")
+        refused(f"seif serve: not started, {_count(exc)}; nothing was created")
         return EXIT_USAGE
     except StoreError as exc:  # a shared store that cannot be opened (no password is named)
-        warn(f"seif serve: STORE_UNAVAILABLE: {exc}")
+        refused(f"seif serve: STORE_UNAVAILABLE: {exc}")
         return EXIT_USAGE
     except DataDirLocked as exc:
-        warn(f"{where.data_dir}: DATA_DIR_LOCKED: {exc.message}")
+        refused(f"{where.data_dir}: DATA_DIR_LOCKED: {exc.message}")
         return EXIT_LOCKED
     except DataDirError as exc:  # damage or loss found at start: nothing was changed
-        warn(f"{exc.file}: {exc.code}: {exc.message}")
+        refused(f"{exc.file}: {exc.code}: {exc.message}")
         if exc.remedy:
-            warn(f"{exc.file}: remedy: {exc.remedy}")
+            refused(f"{exc.file}: remedy: {exc.remedy}")
         return EXIT_USAGE
     try:
         run_loop(_serve(prepared, args, _limits(args)))
     except OSError as exc:
-        warn(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        refused(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return EXIT_USAGE
     finally:
         prepared.data.close()
@@ -111,10 +115,10 @@ def _report(error: Exception, build_dir: str) -> None:
     if isinstance(error, CompileError):
         for d in error.diagnostics:
             where = f"{build_dir}:{d.location}" if d.location else build_dir
-            warn(f"{where}: {d.code}: {d.message}")
+            refused(f"{where}: {d.code}: {d.message}")
     elif isinstance(error, ConfigError):
         for p in error.problems:
-            warn(p.render())
+            refused(p.render())
 
 
 def _count(refused: StartRefused) -> str:
@@ -166,7 +170,7 @@ def _limits(args: argparse.Namespace) -> Limits:
     )
     fits = _descriptors_for(wanted.max_connections)
     if fits < wanted.max_connections:
-        warn(
+        status("start")(
             f"--max-connections lowered to {fits}: the file-descriptor limit (ulimit -Hn) "
             f"holds no more (each connection may also need one to its executor)"
         )
@@ -198,16 +202,18 @@ def _descriptors_for(connections: int) -> int:
 async def _serve(prepared: Prepared, args: argparse.Namespace, limits: Limits) -> None:
     from seif.serve_status import announce, readiness  # noqa: PLC0415
 
-    announce(prepared, warn)
+    announce(prepared, status("start"))
     app = create_app(prepared)
     if getattr(args, "mcp", False):
         from servers.mcp.app import McpOptions, mount  # noqa: PLC0415 -- loads the mcp SDK
 
         mount(app, McpOptions(approval_wait_s=args.mcp_approval_wait))
-        warn("seif serve: MCP at /mcp/{objective} (docs/mcp.md)")
+        status("start")("seif serve: MCP at /mcp/{objective} (docs/mcp.md)")
     gc.collect()
     gc.freeze()  # what start-up made lives as long as the process: no collection scans it
-    await serve_app(app, "runtime", args.host, args.port, limits, lambda: readiness(app, warn))
+    await serve_app(
+        app, "runtime", args.host, args.port, limits, lambda: readiness(app, status("readiness"))
+    )
 
 
 async def serve_app(
@@ -231,6 +237,7 @@ async def serve_app(
         shown = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]
         sys.stdout.write(f"seif {name} listening on http://{shown}:{bound[1]}\n")
         sys.stdout.flush()
+        listening(f"seif {name} listening on http://{shown}:{bound[1]}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

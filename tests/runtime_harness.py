@@ -80,7 +80,7 @@ CREDENTIALS: dict[str, Any] = {
         {
             "id": "tutor-app",
             "tokenRef": "env:SEIF_APP_TOKEN",
-            "scopes": ["context.resolve", "tools.execute", "traces.read"],
+            "scopes": ["context.resolve", "tools.execute", "traces.read", "metrics.read"],
         },
         {"id": "reader", "tokenRef": "env:SEIF_READER_TOKEN", "scopes": ["context.resolve"]},
         {

@@ -797,4 +797,4 @@ def test_every_code_has_a_case_and_a_doc() -> None:
     assert covered == CODES
     docs = (Path(__file__).resolve().parent.parent / "docs" / "runtime-config.md").read_text()
     assert all(f"`{code}`" in docs for code in CODES)
-    assert sorted(SCOPES) == ["context.resolve", "tools.execute", "traces.read"]
+    assert sorted(SCOPES) == ["context.resolve", "metrics.read", "tools.execute", "traces.read"]

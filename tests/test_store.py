@@ -669,9 +669,11 @@ def test_group_commit_waits_only_while_writes_come_fast(
     sizes: list[int] = []
     real = store_writer._run_batch
 
-    def counting(db: sqlite3.Connection, batch: list[object], on_batch: object = None) -> None:
+    def counting(
+        db: sqlite3.Connection, batch: list[object], on_batch: object = None, *more: object
+    ) -> None:
         sizes.append(len(batch))
-        real(db, batch, on_batch)  # type: ignore[arg-type]  # the writer's own, passed through
+        real(db, batch, on_batch, *more)  # type: ignore[arg-type]  # the writer's own, passed on
 
     monkeypatch.setattr(store_writer, "_run_batch", counting)
     monkeypatch.setattr(store_writer, "QUIET_S", 0.2)

@@ -30,7 +30,7 @@ from compiler.structure import json_type
 from policy import ir
 from servers.config.tls import CaFileProblem, TrustStores
 
-SCOPES = frozenset({"context.resolve", "tools.execute", "traces.read"})
+SCOPES = frozenset({"context.resolve", "tools.execute", "traces.read", "metrics.read"})
 APPROVAL_ENV = "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN"
 KEYRING_SERVICE = "seif"
 TRACE_KEY_CONTEXT = "seif 2026 trace key v1"

@@ -19,9 +19,11 @@ from servers.config.files import Credential, Credentials
 from servers.executor.client import ExecutorClient, new_transport
 from servers.http import openapi, wire
 from servers.http.middleware import errors
+from servers.http.scrape import METRICS, counted, scrape
 from servers.http.wire import json_response
 from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
+from servers.runtime.metrics import Metrics
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
@@ -276,7 +278,12 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         pending=pending if pending is not None else PendingCalls(),
         peers=PeerWaits(store) if pending is not None else None,
         exclusive=getattr(prepared.data, "exclusive", alone),
+        metrics=app[METRICS],
     )
+    runtime = app[RUNTIME]
+    app[METRICS].watch(lambda: len(runtime.pending), prepared.clock)
+    store.observe_commits(app[METRICS].commit_seconds.observe)
+    log.observe_fsyncs(app[METRICS].fsync_seconds.observe)
     await app[RUNTIME].log_interrupted(store.interrupted)
     keep = getattr(prepared.data, "keep_lease", None)  # a replica of a shared store
     lease = asyncio.ensure_future(keep(prepared.clock)) if keep is not None else None
@@ -297,7 +304,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(prepared: Prepared) -> web.Application:
-    app = web.Application(middlewares=[errors], client_max_size=wire.MAX_BODY_BYTES)
+    app = web.Application(middlewares=[counted, errors], client_max_size=wire.MAX_BODY_BYTES)
+    app[METRICS] = Metrics()
     app[PREPARED] = prepared
     app[TURNS] = bounded.Owned()
     shared = getattr(prepared.data, "turns", None)  # a replica of a shared store
@@ -324,4 +332,5 @@ def create_app(prepared: Prepared) -> web.Application:
     app.router.add_get("/v1/context/tools/approvals/{contextRef}/{callId}", approval_status)
     app.router.add_post("/v1/context/disclosures", report)
     app.router.add_get("/v1/traces/{contextRef}", traces)
+    app.router.add_get("/metrics", scrape(bearer_credential))
     return app

@@ -226,7 +226,16 @@ def _context_paths(objective: dict[str, Any]) -> dict[str, Any]:
                 params=_path_param("contextRef"),
             )
         },
+        "/metrics": {"get": _metrics()},
     }
+
+
+def _metrics() -> dict[str, Any]:
+    """``GET /metrics``: the Prometheus text format (``metrics.read``, never implied)."""
+    op = _op("Prometheus metrics (metrics.read)", {}, (401, 403), security=SECURITY_BEARER)
+    text = {"schema": {"type": "string"}}
+    op["responses"]["200"] = {"description": "ok", "content": {"text/plain": text}}
+    return op
 
 
 def _paths(objective: dict[str, Any]) -> dict[str, Any]:

@@ -125,6 +125,8 @@ class DecisionLog:
         self._seq = scanned.last_seq
         self._synced = scanned.last_seq
         self._fsync_every = fsync_every
+        self.on_fsync: Callable[[float], None] | None = None
+        """Told the seconds of every fsync of appends (a metric), from the fsyncing thread."""
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._queue: queue.SimpleQueue[_Item | None] | None = None
@@ -275,8 +277,15 @@ class DecisionLog:
             if self._synced >= seq:
                 return  # another caller's fsync covered it while this one waited
             written = self._seq  # every record up to here is in the file already
+            began = time.perf_counter()
             os.fsync(self._fd)
+            if self.on_fsync is not None:
+                self.on_fsync(time.perf_counter() - began)
             self._synced = max(self._synced, written)
+
+    def observe_fsyncs(self, observe: Callable[[float], None]) -> None:
+        """Tell ``observe`` the seconds of every fsync of appends (a metric)."""
+        self.on_fsync = observe
 
     def write_now(self, records: list[Admitted]) -> list[int | Exception]:
         """Write prepared records in order, from the calling thread, then fsync once as

@@ -28,6 +28,7 @@ from servers.log.decision_log import Admitted, admit
 from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
+from servers.runtime.metrics import Metrics
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
@@ -76,6 +77,8 @@ class Runtime(Approvals):
     _deciding: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by one approve or reject at a time."""
     _observer: Observer = field(init=False)
+    metrics: Metrics | None = None
+    """The Prometheus instruments this runtime counts in (``GET /metrics``), if any."""
     exclusive: Exclusive = alone
     """One holder of a name at a time across replicas (one approve or reject of a call, one
     request of a named MCP call id); nothing to hold for one runtime."""
@@ -196,6 +199,8 @@ class Runtime(Approvals):
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
         memo.keep(self._disclosed, context_ref, disclosure)
         self._intents.opened(context_ref)
+        if self.metrics is not None:
+            self.metrics.active.opened(row.expires_at)
         return Opened(context_ref, row.expires_at, found, coords, fields)
 
     def _context_row(
@@ -289,6 +294,8 @@ class Runtime(Approvals):
         row = self.owned_row(request["contextRef"], credential)
         if row is None:
             decision = decide(self.ir, None, call, self.clock())
+            if self.metrics is not None:
+                self.metrics.decided(decision.outcome, decision.reason)
             return await self._denied(None, call, decision, {})
         intents = self._intents.of(self.store, row.context_ref)
         wanted = self.ir.approval_tools  # by id, or by the function name the model saw
@@ -299,6 +306,8 @@ class Runtime(Approvals):
         )
         now = self.clock()
         decision = decide(self.ir, self.state_of(row, intents, approvals), call, now)
+        if self.metrics is not None:
+            self.metrics.decided(decision.outcome, decision.reason)
         if decision.tool != call.tool:  # called by its function name: the id from here on
             call = replace(call, tool=decision.tool)
         if decision.outcome == DUPLICATE:
@@ -507,6 +516,8 @@ class Runtime(Approvals):
             row.context_ref, call.call_id, status, reason, now, record=result
         ):
             self._intents.completed(row.context_ref, call.call_id, status, reason, now)
+        if self.metrics is not None:
+            self.metrics.dispatched(call.tool, status)
         ok = status == "SUCCEEDED"
         return events.receipt(
             call.call_id,

@@ -284,6 +284,10 @@ class Store:
         """Record a resolved context; a contextRef is saved once (:class:`StoreError`)."""
         self._call(jobs.context_job(row))
 
+    def observe_commits(self, observe: Callable[[float], None]) -> None:
+        """Tell ``observe`` the seconds of every commit of the writer (a metric)."""
+        self._writer.on_commit = observe
+
     async def save_context_async(self, row: ContextRow, *, record: Admitted | None = None) -> None:
         """:meth:`save_context` for an event loop; ``record`` is logged once it is saved."""
         await self._run(jobs.context_job(row), jobs.always(record))

@@ -76,6 +76,9 @@ class DispatchStore(Protocol):
         self, row: ApprovalRow, *, record: Admitted | None = None
     ) -> None: ...
 
+    def observe_commits(self, observe: Callable[[float], None]) -> None:
+        """Tell ``observe`` the seconds of every durable write (a metric)."""
+
     def close(self) -> None: ...
 
 
@@ -89,5 +92,9 @@ class RecordLog(Protocol):
     async def trace_async(
         self, context_ref: str, render: Callable[[list[dict[str, Any]]], T]
     ) -> T: ...
+
+    def observe_fsyncs(self, observe: Callable[[float], None]) -> None:
+        """Tell ``observe`` the seconds of every fsync of the log (a metric; none when the
+        log is a database table, which syncs its own)."""
 
     def close(self) -> None: ...

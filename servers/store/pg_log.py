@@ -156,6 +156,10 @@ class PgDecisionLog:
         self._lock = threading.Lock()
         self._readers: ThreadPoolExecutor | None = None
 
+    def observe_fsyncs(self, observe: Callable[[float], None]) -> None:
+        """Nothing to observe: the database syncs its own (``seif_store_commit_seconds``
+        counts each write's transaction)."""
+
     async def append_async(self, record: Mapping[str, Any]) -> int:
         """Check a record (refused ones raise here), append it and return its ``seq``."""
         return await self.append_admitted(admit(record))

@@ -104,6 +104,7 @@ class PgStore:
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._pool_opened: asyncio.Task[None] | None = None
         self._contexts: dict[str, ContextRow] = {}
+        self._on_commit: Callable[[float], None] | None = None
         self.log = PgDecisionLog(self)
         """The decision log in this store (every replica's records), as the runtime uses it."""
         self._lost = False
@@ -239,12 +240,19 @@ class PgStore:
             self._pool_opened = None
         return self._pool
 
+    def observe_commits(self, observe: Callable[[float], None]) -> None:
+        """Tell ``observe`` the seconds of every write (each one transaction: a metric)."""
+        self._on_commit = observe
+
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         pool = await self._open_pool()
         try:
             async with pool.connection() as conn:
+                began = time.perf_counter()
                 yield conn
+                if self._on_commit is not None:
+                    self._on_commit(time.perf_counter() - began)
         except (psycopg.OperationalError, PoolTimeout, ReadOnlySqlTransaction) as exc:
             if isinstance(exc, psycopg.OperationalError):  # unreachable (or, PoolTimeout,
                 await pool.check()  # every connection busy past the timeout; or a standby):

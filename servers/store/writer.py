@@ -73,6 +73,8 @@ class GroupWriter:
         self._name = name
         self._linger_s = linger_s
         self._on_batch = on_batch
+        self.on_commit: Callable[[float], None] | None = None
+        """Told the seconds of every commit (a metric), from the writer thread."""
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -113,7 +115,7 @@ class GroupWriter:
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=_serve,
-                    args=(self._db, self._queue, self._linger_s, self._on_batch),
+                    args=(self._db, self._queue, self._linger_s, self._on_batch, self._committed),
                     name=self._name,
                     daemon=True,
                 )
@@ -131,6 +133,10 @@ class GroupWriter:
         if thread is not None:
             thread.join()
 
+    def _committed(self, seconds: float) -> None:
+        if self.on_commit is not None:
+            self.on_commit(seconds)
+
     def stop_soon(self) -> None:
         """Let the thread end after what is queued (for an unclosed store being collected)."""
         self._queue.put(None)
@@ -141,6 +147,7 @@ def _serve(
     jobs: queue.SimpleQueue[_Item | None],
     linger_s: float,
     on_batch: BatchHook | None,
+    on_commit: Callable[[float], None] | None = None,
 ) -> None:
     rate = 0.0  # writes per second, smoothed over batches
     started: float | None = None  # when the previous batch began
@@ -157,7 +164,7 @@ def _serve(
             rate = 0.7 * rate + 0.3 * len(batch) / max(time.monotonic() - started, 1e-6)
         started = now
         try:
-            _run_batch(db, batch, on_batch)
+            _run_batch(db, batch, on_batch, on_commit)
         except Exception as exc:  # a bug past the transaction: no waiter is left hanging
             handoff.fail_unsettled([done for _, done, _ in batch], exc)
         ended = time.monotonic()
@@ -185,7 +192,10 @@ def _gather(
 
 
 def _run_batch(
-    db: sqlite3.Connection, batch: list[_Item], on_batch: BatchHook | None = None
+    db: sqlite3.Connection,
+    batch: list[_Item],
+    on_batch: BatchHook | None = None,
+    on_commit: Callable[[float], None] | None = None,
 ) -> None:
     """One transaction for the batch, ``on_batch`` first; waiters are answered only after it
     is committed (and the records of its jobs are logged). A job whose waiter has gone by the
@@ -203,7 +213,10 @@ def _run_batch(
                 if handoff.claim(item[1]):
                     claimed.append(item)
                     results.append(_run_job(db, item[0]))
+            began = time.perf_counter()
             db.execute("COMMIT")
+            if on_commit is not None:
+                on_commit(time.perf_counter() - began)
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
