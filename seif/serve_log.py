@@ -25,28 +25,34 @@ class JsonLines(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         when = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the format: the format
+            message = str(record.msg)
         line = {
             "time": when.replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": getattr(record, "event", "log"),
-            "message": record.getMessage(),
+            "message": message,
         }
+        if record.exc_info and record.exc_info[0] is not None:  # its type, never its text
+            line["error"] = record.exc_info[0].__name__
         return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
 
 
 def configure(log_format: str) -> None:
-    """Send the ``seif.*`` loggers' warnings (and the status events) to stderr as asked."""
+    """Send every logger's warnings (and the status events) to stderr as asked: the root
+    logger's one handler, so that the executor client's, aiohttp's (details withheld), the MCP
+    SDK's and asyncio's lines are in the same format as seif's own."""
     global _format  # one process serves one log format  # noqa: PLW0603 -- set once, at start
     _format = log_format if log_format in FORMATS else "text"
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines() if _format == "json" else logging.Formatter("%(message)s"))
-    seif = logging.getLogger("seif")
-    seif.handlers[:] = [handler]
-    seif.propagate = False
-    seif.setLevel(logging.INFO)
-    for name in ("seif.http", "seif.runtime", "seif.mcp"):  # their info lines stay quiet
-        logging.getLogger(name).setLevel(logging.WARNING)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("seif.serve").setLevel(logging.INFO)  # the status events
 
 
 def status(event: str) -> Callable[[str], None]:

@@ -23,7 +23,7 @@ from servers.config.files import TRACE_KEY_CONTEXT
 from servers.mcp.app import McpOptions
 from servers.store.pg_held import HeldTable
 from servers.store.postgres import PgStore
-from servers.store.rows import StoreError
+from servers.store.rows import StoreError, StoreUnanswered
 from servers.store.sealing import Sealer
 
 MARKER = "held-marker-5d1c9e"
@@ -373,6 +373,51 @@ def test_an_mcp_call_the_store_did_not_answer_is_unknown_store_unavailable(
                 monkeypatch.undo()
                 ran = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("s-1"))
                 assert ran.is_error is False  # retried with the call id: it runs, once
+            assert (await a.stats())["executions"] == {"inspect-context": 1}
+
+    run_async(scenario())
+
+
+def test_a_write_the_store_did_not_answer_is_an_unknown_receipt_never_a_503(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 503 says the runtime did not take the request (the SDKs raise, and the application
+    may retry anything); a claim whose answer was lost, or a result the store did not take
+    after the call ran, is an ``UNKNOWN`` receipt instead; the result is stored once the
+    store answers again, and a repeat then has it."""
+    real_complete = PgStore.complete_intent_async
+    failures = {"claim": 1, "complete": 1}
+
+    async def claim_unanswered(self: PgStore, *args: Any, **kw: Any) -> Any:
+        if failures["claim"]:
+            failures["claim"] -= 1
+            raise StoreUnanswered("the store did not answer")
+        return await real_claim(self, *args, **kw)
+
+    async def complete_unanswered(self: PgStore, *args: Any, **kw: Any) -> Any:
+        if failures["complete"]:
+            failures["complete"] -= 1
+            raise StoreUnanswered("the store did not answer")
+        return await real_complete(self, *args, **kw)
+
+    real_claim = PgStore.begin_intent_async
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url, count=1) as (a,):
+            ctx: str = (await a.resolve())["contextRef"]
+            monkeypatch.setattr(PgStore, "begin_intent_async", claim_unanswered)
+            lost = await a.execute(ctx, "inspect-context", "c1", READ_ARGS)
+            assert (lost["status"], lost["reason"]) == ("UNKNOWN", "STORE_UNAVAILABLE")
+            monkeypatch.setattr(PgStore, "complete_intent_async", complete_unanswered)
+            ran = await a.execute(ctx, "inspect-context", "c2", READ_ARGS)
+            assert (ran["status"], ran["reason"]) == ("UNKNOWN", "STORE_UNAVAILABLE")
+            assert (await a.stats())["executions"] == {"inspect-context": 1}  # c2 ran
+            for _ in range(50):  # stored again within a second or so
+                again = await a.execute(ctx, "inspect-context", "c2", READ_ARGS)
+                if again["status"] == "SUCCEEDED":
+                    break
+                await asyncio.sleep(0.1)
+            assert (again["status"], again["duplicate"]) == ("SUCCEEDED", True), again
             assert (await a.stats())["executions"] == {"inspect-context": 1}
 
     run_async(scenario())

@@ -5,11 +5,13 @@ listening, readiness, a refused start; ``text`` (the default) is the plain lines
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from runtime_harness import (
     ENV,
     executor_process,
@@ -19,6 +21,8 @@ from runtime_harness import (
     stop,
     write_config,
 )
+
+from seif import serve_log
 
 KEYS = {"time", "level", "logger", "event", "message"}
 
@@ -69,3 +73,28 @@ def test_a_refused_start_is_json_too_and_text_stays_plain(tmp_path: Path) -> Non
         plain = subprocess.run(args, check=False, env=ENV, capture_output=True, text=True)
         assert plain.returncode == 2
         assert plain.stderr.splitlines()[-1].startswith("seif serve: not started")
+
+
+def test_every_logger_writes_json_lines_in_json_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    """The executor client's, aiohttp's, the MCP SDK's and asyncio's warnings too (once they
+    came out as plain text between the JSON lines); an exception gives its type only."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        serve_log.configure("json")
+        for name in ("servers.executor.client", "aiohttp.server", "mcp.server", "asyncio"):
+            logging.getLogger(name).warning("executor %s: TIMEOUT", "inspect-context")
+        try:
+            raise ValueError("secret-detail-7f3a")
+        except ValueError:
+            logging.getLogger("seif.runtime").exception("a failure")
+        misfit = "%s and %s"  # a format its arguments do not fit: the format, not a traceback
+        logging.getLogger("seif.http").warning(misfit, "only-one")
+    finally:
+        serve_log.configure("text")
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    assert len(lines) == 6 and all(set(r) >= KEYS for r in lines)
+    assert lines[0]["message"] == "executor inspect-context: TIMEOUT"
+    assert lines[4]["error"] == "ValueError" and "secret-detail" not in json.dumps(lines)

@@ -26,6 +26,7 @@ The format is documented in ``docs/data-directory.md``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import threading
@@ -279,9 +280,8 @@ class DecisionLog:
             written = self._seq  # every record up to here is in the file already
             began = time.perf_counter()
             os.fsync(self._fd)
-            if self.on_fsync is not None:
-                self.on_fsync(time.perf_counter() - began)
             self._synced = max(self._synced, written)
+            observed(self.on_fsync, time.perf_counter() - began)
 
     def observe_fsyncs(self, observe: Callable[[float], None]) -> None:
         """Tell ``observe`` the seconds of every fsync of appends (a metric)."""
@@ -430,6 +430,14 @@ def save_tail(path: Path, scanned: LogScan) -> Path:
     finally:
         os.close(directory)
     return side
+
+
+def observed(on: Callable[[float], None] | None, seconds: float) -> None:
+    """Tell a metric ``seconds``; its failure never turns an fsync (or a commit) into a failed
+    write."""
+    if on is not None:
+        with contextlib.suppress(Exception):  # a metric must not fail a durable write
+            on(seconds)
 
 
 class TailNotSaved(DecisionLogError):

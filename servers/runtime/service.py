@@ -34,7 +34,7 @@ from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
 from servers.runtime.values import Exclusive, IntentsView, Seen, alone
 from servers.store.interface import DispatchStore, RecordLog
-from servers.store.rows import ApprovalRow, ContextRow, IntentRow, StoreError
+from servers.store.rows import ApprovalRow, ContextRow, IntentRow, StoreError, StoreUnanswered
 from servers.support import memo
 
 Clock = Callable[[], int]
@@ -74,6 +74,8 @@ class Runtime(Approvals):
     pending: PendingCalls = field(default_factory=PendingCalls)
     """Calls waiting for approval, with their arguments, bounded and swept on expiry."""
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _retries: set[asyncio.Task[None]] = field(default_factory=set)
+    """Outcomes being stored again (:meth:`_record_later`)."""
     _deciding: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by one approve or reject at a time."""
     _observer: Observer = field(init=False)
@@ -374,6 +376,8 @@ class Runtime(Approvals):
                 continue
             then = min(self.clock(), row.expires_at - 1)
             decision = decide(self.ir, self.state_of(row), call, then)
+            if self.metrics is not None:
+                self.metrics.decided(decision.outcome, decision.reason)
             if decision.outcome == DUPLICATE:
                 return await self._duplicate(row, replace(call, tool=decision.tool))
             if decision.reason == "CALL_CONFLICT":
@@ -403,18 +407,27 @@ class Runtime(Approvals):
         key = (row.context_ref, call.call_id)
         created = key not in self._inflight
         event = self._inflight.setdefault(key, asyncio.Event())
-        inserted, existing = await self.store.begin_intent_async(  # once durably committed
-            row.context_ref,
-            call.call_id,
-            call.tool,
-            fp,
-            seen.now,
-            decide=still_allowed,
-            seen=seen.intents,
-            record=self._prepared(
-                "INTENT", row.context_ref, row.coordinates, **self._decision_fields(decision)
-            ),
-        )
+        try:
+            inserted, existing = await self.store.begin_intent_async(  # once durably committed
+                row.context_ref,
+                call.call_id,
+                call.tool,
+                fp,
+                seen.now,
+                decide=still_allowed,
+                seen=seen.intents,
+                record=self._prepared(
+                    "INTENT", row.context_ref, row.coordinates, **self._decision_fields(decision)
+                ),
+            )
+        except StoreError as exc:  # not claimed (503: retry), or claimed perhaps: UNKNOWN
+            if created:
+                self._inflight.pop(key, None)
+                event.set()
+            if not isinstance(exc, StoreUnanswered):
+                raise
+            LOG.error("a claim went unanswered by the store: the call is UNKNOWN")
+            return events.receipt(call.call_id, call.tool, "UNKNOWN", reason="STORE_UNAVAILABLE")
         if inserted and existing is not None:
             self._intents.begun(existing)
         if not inserted:
@@ -449,6 +462,8 @@ class Runtime(Approvals):
     async def execute_again(self, row: ContextRow, call: Call) -> dict[str, Any]:
         """Lost the race to another request for this call: decide again on the stored state."""
         decision = decide(self.ir, self.state_of(row), call, self.clock())
+        if self.metrics is not None:
+            self.metrics.decided(decision.outcome, decision.reason)
         if decision.outcome == DUPLICATE:
             return await self._duplicate(row, call)
         return await self._denied(row, call, decision, row.coordinates)
@@ -512,10 +527,14 @@ class Runtime(Approvals):
             observation=dict(probe),
         )
         now = self.clock()
-        if await self.store.complete_intent_async(
-            row.context_ref, call.call_id, status, reason, now, record=result
-        ):
-            self._intents.completed(row.context_ref, call.call_id, status, reason, now)
+        try:
+            if await self.store.complete_intent_async(
+                row.context_ref, call.call_id, status, reason, now, record=result
+            ):
+                self._intents.completed(row.context_ref, call.call_id, status, reason, now)
+        except StoreError:  # it ran, and its outcome is not stored yet: UNKNOWN to the caller
+            self._record_later(row, call, (status, reason, now), result)
+            return events.receipt(call.call_id, call.tool, "UNKNOWN", reason="STORE_UNAVAILABLE")
         if self.metrics is not None:
             self.metrics.dispatched(call.tool, status)
         ok = status == "SUCCEEDED"
@@ -544,8 +563,40 @@ class Runtime(Approvals):
                 reason=intent.reason or "INTERRUPTED",
             )
 
+    def _record_later(
+        self, row: ContextRow, call: Call, outcome: tuple[str, str | None, int], record: Admitted
+    ) -> None:
+        """Store a call's outcome once the store answers again (tried every few seconds, for
+        as long as its context lives); until then its repeats say it is in flight."""
+        LOG.error("a call's outcome went unrecorded by the store: recording it again later")
+
+        async def again() -> None:
+            status, reason, now = outcome
+            wait = 0.5
+            while self.clock() < row.expires_at:
+                await asyncio.sleep(wait)
+                try:
+                    await self.store.complete_intent_async(
+                        row.context_ref, call.call_id, status, reason, now, record=record
+                    )
+                except StoreError as exc:
+                    if "no intent" in str(exc):  # nothing of it to record (reaped, say)
+                        return
+                    wait = min(10.0, wait * 2)
+                    continue
+                self._intents.completed(row.context_ref, call.call_id, status, reason, now)
+                return
+
+        task = asyncio.ensure_future(again())
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
+
     async def drain(self) -> None:
-        """Wait for executions still running (their callers may have gone); stop sweeping."""
+        """Wait for executions still running (their callers may have gone); stop sweeping,
+        and stop recording outcomes the store did not take (they are UNKNOWN at the next
+        start, or once this replica's lease lapses)."""
+        for task in list(self._retries):
+            task.cancel()
         self.pending.stop_sweeping()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -39,7 +39,7 @@ from psycopg.errors import ReadOnlySqlTransaction
 from psycopg.rows import RowFactory, class_row, dict_row, tuple_row
 from psycopg_pool import PoolTimeout
 
-from servers.log.decision_log import Admitted
+from servers.log.decision_log import Admitted, observed
 from servers.store import jobs
 from servers.store import pg_schema as schema
 from servers.store.pg_log import (
@@ -63,6 +63,7 @@ from servers.store.rows import (
     ContextRow,
     IntentRow,
     StoreError,
+    StoreUnanswered,
     TurnRow,
     check_id,
     check_ms,
@@ -184,9 +185,9 @@ class PgStore:
         except psycopg.OperationalError as exc:  # the server went away: say so, not a bug
             raise self._unavailable(exc) from None
 
-    def _unavailable(self, exc: Exception) -> StoreError:
+    def _unavailable(self, exc: Exception, kind: type[StoreError] = StoreError) -> StoreError:
         message = schema.scrubbed(str(exc).strip(), self._url)
-        return StoreError(f"the store `{self.where}` did not answer: {message}")
+        return kind(f"the store `{self.where}` did not answer: {message}")
 
     def select(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """A read on this thread's connection (the decision log's traces)."""
@@ -251,12 +252,12 @@ class PgStore:
             async with pool.connection() as conn:
                 began = time.perf_counter()
                 yield conn
-                if self._on_commit is not None:
-                    self._on_commit(time.perf_counter() - began)
-        except (psycopg.OperationalError, PoolTimeout, ReadOnlySqlTransaction) as exc:
-            if isinstance(exc, psycopg.OperationalError):  # unreachable (or, PoolTimeout,
-                await pool.check()  # every connection busy past the timeout; or a standby):
-            raise self._unavailable(exc) from None  # the others cut with it are replaced
+                observed(self._on_commit, time.perf_counter() - began)
+        except (PoolTimeout, ReadOnlySqlTransaction) as exc:  # every connection busy past
+            raise self._unavailable(exc) from None  # the timeout, or a standby: not written
+        except psycopg.OperationalError as exc:  # cut mid-way: written, or not
+            await pool.check()  # the others cut with it are replaced, not failed in turn
+            raise self._unavailable(exc, StoreUnanswered) from None
 
     @contextmanager
     def _maintenance(self) -> Iterator[psycopg.Connection[Any]]:

@@ -95,6 +95,12 @@ class StoreError(Exception):
     """A store that cannot be used, or a request that names something the store lacks."""
 
 
+class StoreUnanswered(StoreError):
+    """A write sent to a shared store whose answer never came (a connection lost mid-way):
+    it may or may not have taken effect. Every other ``StoreError`` of a write means it did
+    not."""
+
+
 class StoreDamaged(StoreError):
     """A store file that is not a SQLite database, or one that fails ``PRAGMA quick_check``."""
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from servers.log.decision_log import Admitted, DecisionLog
+from servers.log.decision_log import Admitted, DecisionLog, observed
 from servers.support import handoff
 
 T = TypeVar("T")
@@ -215,8 +215,7 @@ def _run_batch(
                     results.append(_run_job(db, item[0]))
             began = time.perf_counter()
             db.execute("COMMIT")
-            if on_commit is not None:
-                on_commit(time.perf_counter() - began)
+            observed(on_commit, time.perf_counter() - began)
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
