@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck unit bench clean
+.PHONY: run demo test lint typecheck unit sdk-ts bench clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python >= 3.11)"; exit 2; }
@@ -35,7 +35,14 @@ unit: $(STAMP)
 	@echo "== tests: pytest on one worker per core, 4 at most (about 5 minutes on 2 cores)"
 	$(BIN)/pytest -n auto --maxprocesses 4
 
-test: lint typecheck unit
+# the TypeScript SDK (sdk/typescript): a clean install of its pinned dev dependencies, then
+# its build and its unit tests on Node's test runner
+sdk-ts:
+	@echo "== typescript sdk: npm ci, tsc, node --test (sdk/typescript)"
+	@command -v npm >/dev/null 2>&1 || { echo "need node >= 20 and npm"; exit 2; }
+	cd sdk/typescript && npm ci --no-audit --no-fund && npm test
+
+test: lint typecheck sdk-ts unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench all
