@@ -18,17 +18,18 @@ from compiler.build import Build
 from policy.canonical import canonical_cbor, decode_canonical_cbor
 from policy.decision import ALLOW, DUPLICATE, Decision, decide
 from policy.disclosure import Disclosure, disclose, disclosure_context
-from policy.ir import Project, Tool
+from policy.ir import Project
 from policy.jsonvalue import thaw
 from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
 from servers.config.files import Bindings
-from servers.executor.client import ExecutorClient, execute_body, idempotency_key
+from servers.executor.client import ExecutorClient
 from servers.executor.observing import Observer
 from servers.log.decision_log import Admitted, admit
 from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
 from servers.runtime.metrics import Metrics
+from servers.runtime.outcomes import Outcomes
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
@@ -57,7 +58,7 @@ APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL
 
 
 @dataclass
-class Runtime(Approvals):
+class Runtime(Approvals, Outcomes):
     build: Build
     bindings: Bindings
     store: DispatchStore
@@ -468,86 +469,6 @@ class Runtime(Approvals):
             return await self._duplicate(row, call)
         return await self._denied(row, call, decision, row.coordinates)
 
-    async def _run(self, row: ContextRow, call: Call, fp: str) -> dict[str, Any]:
-        tool: Tool = self.ir.tool_by_id[call.tool]
-        binding = self.bindings.tools.get(tool.id)
-        probe = await self.observe(tool.id) if binding is not None else {"state": "UNAVAILABLE"}
-        if (probe.get("state"), probe.get("version"), probe.get("contractDigest")) != (
-            "READY",
-            tool.version,
-            tool.contract_digest,
-        ) or binding is None:
-            reason = "TOOL_UNAVAILABLE" if probe.get("state") != "READY" else "TOOL_INCOMPATIBLE"
-            return await self._complete(row, call, fp, "FAILED", reason, None, probe)
-        body = execute_body(
-            tool,
-            call.arguments,
-            call.call_id,
-            idempotency_key(self.build.digest, row.context_ref, call.call_id),
-            {
-                "build": self.build.digest,
-                **events.coordinates(row.coordinates),
-                "context": row.context_ref,
-            },
-        )
-        outcome = await self.client.execute(binding, tool, body)
-        return await self._complete(
-            row,
-            call,
-            fp,
-            outcome.status,
-            outcome.reason,
-            outcome.output,
-            probe,
-            executor_error=outcome.error_code,
-        )
-
-    async def _complete(
-        self,
-        row: ContextRow,
-        call: Call,
-        fp: str,
-        status: str,
-        reason: str | None,
-        output: Any,
-        probe: Mapping[str, Any],
-        *,
-        executor_error: str | None = None,
-    ) -> dict[str, Any]:
-        event = "UNKNOWN" if status == "UNKNOWN" else "RESULT"
-        result = self._prepared(
-            event,
-            row.context_ref,
-            row.coordinates,
-            tool=call.tool,
-            callId=call.call_id,
-            fingerprint=fp,
-            status=status,
-            reason=reason,
-            observation=dict(probe),
-        )
-        now = self.clock()
-        try:
-            if await self.store.complete_intent_async(
-                row.context_ref, call.call_id, status, reason, now, record=result
-            ):
-                self._intents.completed(row.context_ref, call.call_id, status, reason, now)
-        except StoreError:  # it ran, and its outcome is not stored yet: UNKNOWN to the caller
-            self._record_later(row, call, (status, reason, now), result)
-            return events.receipt(call.call_id, call.tool, "UNKNOWN", reason="STORE_UNAVAILABLE")
-        if self.metrics is not None:
-            self.metrics.dispatched(call.tool, status)
-        ok = status == "SUCCEEDED"
-        return events.receipt(
-            call.call_id,
-            call.tool,
-            status,
-            reason=reason,
-            output=output,
-            output_available=ok,
-            executor_error=executor_error,
-        )
-
     async def log_interrupted(self, intents: tuple[IntentRow, ...]) -> None:
         """Record, once, the intents a crash left without a receipt: they are UNKNOWN now."""
         for intent in intents:
@@ -562,34 +483,6 @@ class Runtime(Approvals):
                 status="UNKNOWN",
                 reason=intent.reason or "INTERRUPTED",
             )
-
-    def _record_later(
-        self, row: ContextRow, call: Call, outcome: tuple[str, str | None, int], record: Admitted
-    ) -> None:
-        """Store a call's outcome once the store answers again (tried every few seconds, for
-        as long as its context lives); until then its repeats say it is in flight."""
-        LOG.error("a call's outcome went unrecorded by the store: recording it again later")
-
-        async def again() -> None:
-            status, reason, now = outcome
-            wait = 0.5
-            while self.clock() < row.expires_at:
-                await asyncio.sleep(wait)
-                try:
-                    await self.store.complete_intent_async(
-                        row.context_ref, call.call_id, status, reason, now, record=record
-                    )
-                except StoreError as exc:
-                    if "no intent" in str(exc):  # nothing of it to record (reaped, say)
-                        return
-                    wait = min(10.0, wait * 2)
-                    continue
-                self._intents.completed(row.context_ref, call.call_id, status, reason, now)
-                return
-
-        task = asyncio.ensure_future(again())
-        self._retries.add(task)
-        task.add_done_callback(self._retries.discard)
 
     async def drain(self) -> None:
         """Wait for executions still running (their callers may have gone); stop sweeping,
