@@ -125,9 +125,9 @@ async def ready(request: web.Request) -> web.Response:
     tools = await request.app[RUNTIME].readiness()
     ready = all(v == "READY" for v in tools.values())
     body: dict[str, Any] = {"ready": ready, "tools": tools}
-    store_state = getattr(request.app[PREPARED].data, "store_state", None)  # a replica's
-    if store_state is not None:  # a replica whose lease lapsed claims nothing: send it nothing
-        body["store"] = store_state()
+    replica = request.app[PREPARED].replica
+    if replica is not None:  # a replica whose lease lapsed claims nothing: send it nothing
+        body["store"] = replica.store_state()
         body["ready"] = ready = ready and body["store"] == "READY"
     return json_response(body, status=200 if ready else 503)
 
@@ -265,8 +265,12 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     # opened, checked and reconciled by `prepare`; a write's record is logged by the store's
     # writer, after its commit
     store, log = prepared.store, prepared.log
-    shared = getattr(prepared.data, "pending_calls", None)  # a replica of a shared store
-    pending = shared(prepared.clock, prepared.build.project.approval_tools) if shared else None
+    replica = prepared.replica  # of a shared store, or None
+    pending = (
+        replica.pending_calls(prepared.clock, prepared.build.project.approval_tools)
+        if replica is not None
+        else None
+    )
     app[RUNTIME] = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,
@@ -277,7 +281,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         clock=prepared.clock,
         pending=pending if pending is not None else PendingCalls(),
         peers=PeerWaits(store) if pending is not None else None,
-        exclusive=getattr(prepared.data, "exclusive", alone),
+        exclusive=replica.exclusive if replica is not None else alone,
         metrics=app[METRICS],
     )
     runtime = app[RUNTIME]
@@ -285,8 +289,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     store.observe_commits(app[METRICS].commit_seconds.observe)
     log.observe_fsyncs(app[METRICS].fsync_seconds.observe)
     await app[RUNTIME].log_interrupted(store.interrupted)
-    keep = getattr(prepared.data, "keep_lease", None)  # a replica of a shared store
-    lease = asyncio.ensure_future(keep(prepared.clock)) if keep is not None else None
+    lease = asyncio.ensure_future(replica.keep_lease(prepared.clock)) if replica else None
     try:
         yield
     finally:
@@ -295,9 +298,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         if lease is not None:
             lease.cancel()
             await asyncio.gather(lease, return_exceptions=True)
-        closing = getattr(prepared.data, "aclose", None)
-        if closing is not None:
-            await closing()
+        if replica is not None:
+            await replica.aclose()
         else:
             store.close()  # its last batches still log
             log.close()
@@ -308,8 +310,7 @@ def create_app(prepared: Prepared) -> web.Application:
     app[METRICS] = Metrics()
     app[PREPARED] = prepared
     app[TURNS] = bounded.Owned()
-    shared = getattr(prepared.data, "turns", None)  # a replica of a shared store
-    app[STORED_TURNS] = shared() if shared is not None else None
+    app[STORED_TURNS] = prepared.replica.turns() if prepared.replica is not None else None
     app[MCP_REVISIONS] = ()  # none unless `servers.mcp` is mounted
     token = prepared.approval_token
     app[APPROVAL] = Credentials(

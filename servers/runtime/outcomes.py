@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from policy.state import Call
 from servers.executor.client import execute_body, idempotency_key
 from servers.runtime import events
-from servers.store.rows import ContextRow, StoreError
+from servers.store.rows import ContextRow, IntentUnknown, StoreError
 
 if TYPE_CHECKING:
     from compiler.build import Build
@@ -148,9 +148,9 @@ class Outcomes:
                     await self.store.complete_intent_async(
                         row.context_ref, call.call_id, status, reason, now, record=record
                     )
-                except StoreError as exc:
-                    if "no intent" in str(exc):  # nothing of it to record (reaped, say)
-                        return
+                except IntentUnknown:  # nothing of it to record
+                    return
+                except StoreError:
                     wait = min(10.0, wait * 2)
                     continue
                 self._intents.completed(row.context_ref, call.call_id, status, reason, now)

@@ -296,9 +296,7 @@ class Runtime(Approvals, Outcomes):
         )
         row = self.owned_row(request["contextRef"], credential)
         if row is None:
-            decision = decide(self.ir, None, call, self.clock())
-            if self.metrics is not None:
-                self.metrics.decided(decision.outcome, decision.reason)
+            decision = self._decide(None, call, self.clock())
             return await self._denied(None, call, decision, {})
         intents = self._intents.of(self.store, row.context_ref)
         wanted = self.ir.approval_tools  # by id, or by the function name the model saw
@@ -308,9 +306,7 @@ class Runtime(Approvals, Outcomes):
             else []
         )
         now = self.clock()
-        decision = decide(self.ir, self.state_of(row, intents, approvals), call, now)
-        if self.metrics is not None:
-            self.metrics.decided(decision.outcome, decision.reason)
+        decision = self._decide(self.state_of(row, intents, approvals), call, now)
         if decision.tool != call.tool:  # called by its function name: the id from here on
             call = replace(call, tool=decision.tool)
         if decision.outcome == DUPLICATE:
@@ -319,6 +315,13 @@ class Runtime(Approvals, Outcomes):
             return await self._denied(row, call, decision, row.coordinates)
         assert decision.fingerprint is not None
         return await self._dispatch(row, call, decision, Seen(intents, approvals, now))
+
+    def _decide(self, state: ContextState | None, call: Call, now: int) -> Decision:
+        """The engine's decision of a call, counted (``seif_decisions_total``)."""
+        decision = decide(self.ir, state, call, now)
+        if self.metrics is not None:
+            self.metrics.decided(decision.outcome, decision.reason)
+        return decision
 
     async def _denied(
         self, row: ContextRow | None, call: Call, decision: Decision, coords: Mapping[str, Any]
@@ -376,9 +379,7 @@ class Runtime(Approvals, Outcomes):
             if row.objective != objective:
                 continue
             then = min(self.clock(), row.expires_at - 1)
-            decision = decide(self.ir, self.state_of(row), call, then)
-            if self.metrics is not None:
-                self.metrics.decided(decision.outcome, decision.reason)
+            decision = self._decide(self.state_of(row), call, then)
             if decision.outcome == DUPLICATE:
                 return await self._duplicate(row, replace(call, tool=decision.tool))
             if decision.reason == "CALL_CONFLICT":
@@ -423,8 +424,7 @@ class Runtime(Approvals, Outcomes):
             )
         except StoreError as exc:  # not claimed (503: retry), or claimed perhaps: UNKNOWN
             if created:
-                self._inflight.pop(key, None)
-                event.set()
+                self._settled(key, event)
             if not isinstance(exc, StoreUnanswered):
                 raise
             LOG.error("a claim went unanswered by the store: the call is UNKNOWN")
@@ -435,20 +435,20 @@ class Runtime(Approvals, Outcomes):
             # the event made here is this request's alone: no request of this process runs the
             # call (a PENDING row is another replica's, whose end duplicates read from the store)
             if created:
-                self._inflight.pop(key, None)
-                event.set()
+                self._settled(key, event)
             return await self.execute_again(row, call)
         task = asyncio.ensure_future(self._run(row, call, fp))  # first: the claim committed
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-        def finished(_done: object) -> None:
-            self._inflight.pop(key, None)
-            event.set()
-
-        task.add_done_callback(finished)
+        task.add_done_callback(lambda _done: self._settled(key, event))
         self._no_longer_held(row.context_ref, call)
         return await asyncio.shield(task)
+
+    def _settled(self, key: tuple[str, str], event: asyncio.Event) -> None:
+        """The request owning ``event`` for the call is done: its duplicates read the store."""
+        self._inflight.pop(key, None)
+        event.set()
 
     def _no_longer_held(self, context_ref: str, call: Call) -> None:
         """A dispatched call's arguments are no longer held, nor, once its tool is used up in
@@ -462,9 +462,7 @@ class Runtime(Approvals, Outcomes):
 
     async def execute_again(self, row: ContextRow, call: Call) -> dict[str, Any]:
         """Lost the race to another request for this call: decide again on the stored state."""
-        decision = decide(self.ir, self.state_of(row), call, self.clock())
-        if self.metrics is not None:
-            self.metrics.decided(decision.outcome, decision.reason)
+        decision = self._decide(self.state_of(row), call, self.clock())
         if decision.outcome == DUPLICATE:
             return await self._duplicate(row, call)
         return await self._denied(row, call, decision, row.coordinates)

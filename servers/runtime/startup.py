@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import keyring
 
@@ -33,6 +33,9 @@ from servers.store.datadir import DataDir, DataDirError
 from servers.store.interface import DispatchStore, RecordLog
 from servers.store.opening import open_data
 from servers.store.reconcile import Reconciled
+
+if TYPE_CHECKING:  # psycopg loads only for a shared store
+    from servers.runtime.replica import ReplicaHold
 
 Clock = Callable[[], int]
 
@@ -66,6 +69,9 @@ class Prepared:
     clock: Clock = wall_clock
     reconciled: Reconciled = field(default_factory=Reconciled)
     """What the start-up reconciliation put back into the store from the log."""
+    replica: ReplicaHold | None = None
+    """A replica's hold on a shared store (also ``data``): its held calls, turns, locks and
+    lease; None for one runtime on SQLite."""
 
 
 def prepare(
@@ -105,7 +111,9 @@ def prepare(
             )
         except ConfigError as exc:
             raise StartRefused([exc]) from None
-        return checked(data=found, store=found.store, log=found.log, fingerprint_key=found.key)
+        return checked(
+            data=found, store=found.store, log=found.log, fingerprint_key=found.key, replica=found
+        )
     if data_dir is None:
         raise ValueError("a data directory or a store URL is required")
     data = _own(Path(data_dir))  # only once every file is accepted: a refusal creates nothing

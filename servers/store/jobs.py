@@ -22,6 +22,7 @@ from servers.store.rows import (
     Claim,
     ContextRow,
     IntentRow,
+    IntentUnknown,
     StoreError,
     check_fingerprint,
     check_id,
@@ -153,7 +154,7 @@ def _complete(
         "SELECT 1 FROM intents WHERE context_ref = ? AND call_id = ?", (context_ref, call_id)
     ).fetchone()
     if found is None:
-        raise StoreError(f"no intent `{call_id}` in context `{context_ref}`")
+        raise IntentUnknown(f"no intent `{call_id}` in context `{context_ref}`")
     return False
 
 

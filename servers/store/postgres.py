@@ -62,6 +62,7 @@ from servers.store.rows import (
     Claim,
     ContextRow,
     IntentRow,
+    IntentUnknown,
     StoreError,
     StoreUnanswered,
     TurnRow,
@@ -461,7 +462,7 @@ class PgStore:
         async with self._connection() as conn:
             answer = await (await conn.execute(schema.COMPLETE, params)).fetchone()
         if answer is None or answer[0] == "NO_INTENT":
-            raise StoreError(f"no intent `{call_id}` in context `{context_ref}`")
+            raise IntentUnknown(f"no intent `{call_id}` in context `{context_ref}`")
         return bool(answer[0] == "DONE")
 
     async def append_entry(self, found: Entry) -> int:

@@ -101,6 +101,10 @@ class StoreUnanswered(StoreError):
     not."""
 
 
+class IntentUnknown(StoreError):
+    """A completion of a call id the context has no intent of."""
+
+
 class StoreDamaged(StoreError):
     """A store file that is not a SQLite database, or one that fails ``PRAGMA quick_check``."""
 
