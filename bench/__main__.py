@@ -23,6 +23,8 @@ BENCHMARKS: dict[str, str] = {
     "language": "bench.language",
     "mcp": "bench.mcp",
     "replicas": "bench.replicas",
+    "chain": "bench.chain",
+    "shadow": "bench.shadow",
 }
 """Benchmark name to the module that runs it."""
 

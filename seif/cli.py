@@ -15,6 +15,7 @@ from seif.output import EXIT_USAGE
 from seif.prove import add_parser as add_prove_parser
 from seif.release_cli import add_release_commands
 from seif.replay_cmd import add_parsers as add_replay_parsers
+from seif.shadow_cmd import add_parsers as add_shadow_parsers
 
 
 def add_authoring_commands(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -112,6 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="port to listen on, 0 for a free one (default: %(default)s)",
     )
     serve.add_argument(
+        "--shadow",
+        metavar="CANDIDATE_BUILD_DIR",
+        help="a candidate build evaluated on live traffic, never enforced: its differences are "
+        "logged as SHADOW records (`seif shadow report`, docs/operations.md)",
+    )
+    serve.add_argument(
+        "--shadow-backlog",
+        type=_at_least_one,
+        default=1024,
+        metavar="N",
+        help="decisions waiting for the shadow build at most; beyond, one is not compared and "
+        "is counted in seif_shadow_dropped_total (default 1024)",
+    )
+    serve.add_argument(
         "--require-turn",
         action="store_true",
         help="refuse resolve and execute without a live turnId the application started",
@@ -163,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_prove_parser(sub)  # `seif prove`
     add_language_parsers(sub)  # `seif convert`, `seif fmt`
     add_replay_parsers(sub)  # `seif trace export`, `seif replay`
+    add_shadow_parsers(sub)  # `seif shadow report`
     add_release_commands(sub, _Parser)  # register, promote, registry, bundle, bindings
     add_authoring_commands(sub, _Parser)  # tool, starter, release, design
     _with_examples(sub)
@@ -179,6 +195,7 @@ EXAMPLES = {
     "fmt": "seif fmt p.seif --check",
     "trace": "seif trace export --data /var/lib/seif --out decisions.jsonl",
     "replay": "seif replay --build out/build --log decisions.cbor --candidate out/candidate",
+    "shadow": "seif shadow report --data /var/lib/seif",
     "register": "seif register --build out/build --registry /srv/seif-registry",
     "promote": "seif promote --registry /srv/seif-registry --candidate blake3:<digest>",
     "registry": "seif registry list --registry /srv/seif-registry",

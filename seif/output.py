@@ -24,3 +24,12 @@ def say(text: str = "") -> None:
 
 def warn(text: str) -> None:
     sys.stderr.write(text + "\n")
+
+
+def refused(command: str, code: str, message: str, *, as_json: bool) -> int:
+    """Report a refused input (``command: message`` on stderr; with ``as_json``, the document
+    ``{"ok": false, "error": {code, message}}`` on stdout too) and return :data:`EXIT_USAGE`."""
+    warn(f"{command}: {message}")
+    if as_json:
+        emit_json({"ok": False, "error": {"code": code, "message": message}})
+    return EXIT_USAGE

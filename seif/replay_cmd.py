@@ -1,9 +1,12 @@
-"""`seif trace export` and `seif replay`: the decision log, offline.
+"""`seif trace export`, `seif trace verify` and `seif replay`: the decision log, offline.
 
-Neither touches the runtime: export reads a consistent prefix of the log without the data
-directory's lock, and replay needs only a build and a log file (no executor, no network, no
-data directory). Exit codes: 0 all reproduce, 1 a disclosure does not reproduce (or none of the
-log's disclosures is of the build), 2 unreadable input.
+None touches the runtime: export and verify read a consistent prefix of the log without the
+data directory's lock, and replay needs only a build and a log file (no executor, no network,
+no data directory). Replay walks the chain of record digests as it reads (the walk of
+`seif trace verify`, ``seif.trace_verify``) and refuses a log whose chain breaks
+(``LOG_CHAIN_BROKEN``) before it reports anything. Exit codes: 0 all reproduce, 1 a disclosure
+does not reproduce (or none of the log's disclosures is of the build), 2 unreadable input or a
+broken chain.
 """
 
 from __future__ import annotations
@@ -14,13 +17,23 @@ from typing import Any
 from compiler.build import Build, load_build
 from compiler.diagnostics import CompileError
 from policy.replay import ReplayReport, WhatIfReport, replay, what_if
-from seif import replay_text
+from seif import replay_text, trace_verify
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
-from seif.tracefile import FORMATS, TraceFileError, TraceLog, export, export_store, open_log
+from seif.tracefile import (
+    FORMATS,
+    ChainBrokenError,
+    TraceFileError,
+    TraceLog,
+    export,
+    export_store,
+    open_log,
+)
+from servers.log.chain import Chain, Verified
 
 
 def add_parsers(sub: Any) -> None:
-    """Register `trace export` and `replay` on the `seif` sub-command parsers."""
+    """Register `trace export`, `trace verify` and `replay` on the `seif` sub-command
+    parsers."""
     trace = sub.add_parser("trace", help="the decision log")
     actions = trace.add_subparsers(dest="trace_command", required=True, parser_class=type(trace))
     exporting = actions.add_parser("export", help="export the decision log (works while serving)")
@@ -36,6 +49,7 @@ def add_parsers(sub: Any) -> None:
         help="cbor or jsonl (default: jsonl for a .jsonl or .json --out, else cbor)",
     )
     exporting.set_defaults(run=cmd_trace_export)
+    trace_verify.add_parser(actions)
 
     replaying = sub.add_parser(
         "replay", help="re-evaluate the log's disclosures offline (and a candidate's what-if)"
@@ -61,6 +75,8 @@ def cmd_trace_export(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     seqs = f" (seq {done.first_seq}..{done.last_seq})" if done.records else ""
     say(f"exported {done.records} records{seqs} to {done.out} as {done.format}")
+    if done.head.seq is not None:
+        say(f"head: seq {done.head.seq} {done.head.digest}")
     if done.torn:
         say(f"left out a final record still being written ({done.torn} bytes)")
     return EXIT_OK
@@ -81,12 +97,16 @@ def _load(directory: str) -> Build:
         raise _Refused("BUILD_UNREADABLE", f"{directory}: {problems}") from None
 
 
-def _run(args: argparse.Namespace) -> tuple[TraceLog, ReplayReport, WhatIfReport | None]:
+Ran = tuple[TraceLog, Verified, ReplayReport, WhatIfReport | None]
+
+
+def _run(args: argparse.Namespace) -> Ran:
     build = _load(args.build)
     candidate = _load(args.candidate) if args.candidate else None
+    chain = Chain()
     try:
         log = open_log(args.log)
-        report = replay(build.project, log.records(), build_digest=build.digest)
+        report = replay(build.project, log.records(chain), build_digest=build.digest)
         found = None
         if candidate is not None:  # a second pass over the same snapshot
             found = what_if(
@@ -96,29 +116,33 @@ def _run(args: argparse.Namespace) -> tuple[TraceLog, ReplayReport, WhatIfReport
                 build_digest=build.digest,
                 candidate_digest=candidate.digest,
             )
+    except ChainBrokenError as exc:
+        message = f"{exc}; nothing was replayed (`seif trace verify --log {args.log}`)"
+        raise _Refused("LOG_CHAIN_BROKEN", message) from None
     except TraceFileError as exc:
         raise _Refused("LOG_UNREADABLE", str(exc)) from None
-    return log, report, found
+    return log, chain.verified(), report, found
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     try:
-        log, report, changes = _run(args)
+        log, chain, report, changes = _run(args)
     except _Refused as refused:
         warn(f"seif replay: {refused.message}")
         if args.json:
             emit_json({"ok": False, "error": {"code": refused.code, "message": refused.message}})
         return EXIT_USAGE
     if args.json:
+        found = {"path": str(log.path), "format": log.format, "tornBytes": log.torn}
         document: dict[str, Any] = {
             "ok": report.ok,
-            "log": {"path": str(log.path), "format": log.format, "tornBytes": log.torn},
+            "log": {**found, "chain": chain.to_json()},
             "replay": report.to_json(),
         }
         if changes is not None:
             document["whatIf"] = changes.to_json()
         emit_json(document)
     else:
-        for line in replay_text.render(log, report, changes):
+        for line in replay_text.render(log, report, changes, chain):
             say(line)
     return EXIT_OK if report.ok else EXIT_NOT_ACCEPTABLE

@@ -9,7 +9,9 @@ from policy.recorded import RecordRef
 from policy.replay import ABSENT, Mismatch, ReplayReport, WhatIfReport
 from policy.strictjson import dumps
 from policy.whatif import DisclosureChange, RecordChange
+from seif.trace_verify import describe
 from seif.tracefile import TraceLog
+from servers.log.chain import Verified
 
 _SHOWN = 300
 """Characters of a value shown in a difference line."""
@@ -30,8 +32,18 @@ def _counts(pairs: tuple[tuple[str, int], ...]) -> str:
     return ", ".join(f"{name} ({n})" for name, n in pairs) or "none"
 
 
-def render(log: TraceLog, report: ReplayReport, changes: WhatIfReport | None) -> list[str]:
-    return [*_replay(log, report), *(_what_if(changes) if changes is not None else ())]
+def render(
+    log: TraceLog,
+    report: ReplayReport,
+    changes: WhatIfReport | None,
+    chain: Verified | None = None,
+) -> list[str]:
+    """The replay (after the chain of record digests the replay walked, if given), then the
+    what-if."""
+    lines = [*_replay(log, report), *(_what_if(changes) if changes is not None else ())]
+    if chain is not None:
+        lines[1:1] = ["  chain of record digests:", *("  " + line for line in describe(chain))]
+    return lines
 
 
 def _replay(log: TraceLog, report: ReplayReport) -> Iterator[str]:

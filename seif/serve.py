@@ -27,6 +27,7 @@ from servers.http.serving import (
     GuardedSite,
     Limits,
 )
+from servers.runtime.shadow import BACKLOG
 from servers.runtime.startup import Prepared, StartRefused, prepare
 from servers.store.datadir import DataDirError, DataDirLocked
 from servers.store.rows import StoreError
@@ -58,6 +59,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             lease_ms=round(getattr(args, "lease_timeout", 15.0) * 1000),
             env=os.environ,
             require_turn=args.require_turn,
+            shadow_dir=getattr(args, "shadow", None),
+            shadow_backlog=getattr(args, "shadow_backlog", BACKLOG),
         )
     except StartRefused as exc:  # every problem of every file, then exit
         for error in exc.errors:

@@ -199,9 +199,11 @@ def prepare_config(
     clock: Clock = wall_clock,
     store_url: str | None = None,
     replica_id: str | None = None,
+    shadow: Mapping[str, Any] | None = None,
 ) -> Prepared:
     """The runtime's ``prepare`` on the files of ``config`` (its data directory, or the
-    PostgreSQL store of ``store_url`` as replica ``replica_id``)."""
+    PostgreSQL store of ``store_url`` as replica ``replica_id``); ``shadow``: ``prepare``'s
+    ``shadow_dir`` and ``shadow_backlog``, if given."""
     return prepare(
         build_dir=config.build,
         bindings_path=config.bindings,
@@ -212,6 +214,7 @@ def prepare_config(
         env=env,
         require_turn=require_turn,
         clock=clock,
+        **(shadow or {}),
     )
 
 
@@ -373,6 +376,7 @@ async def runtime_stack(
     mcp: Any = None,
     store_url: str | None = None,
     replica_id: str | None = None,
+    shadow: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Stack]:
     """The runtime (``prepare`` + ``create_app``) of ``config`` on a loopback port, with the
     executor ``executor_app`` at ``executor_url``; under ``limits`` it is served as `seif serve`
@@ -384,6 +388,7 @@ async def runtime_stack(
         clock=clock,
         store_url=store_url,
         replica_id=replica_id,
+        shadow=shadow,
     )
     try:
         app = create_app(prepared)
@@ -416,9 +421,10 @@ async def running_stack(
     bindings_extra: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
     mcp: Any = None,
+    shadow: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Stack]:
     """An executor and a runtime (``prepare`` + ``create_app``) on loopback ports; with
-    ``mcp`` (``McpOptions``), MCP mounted too."""
+    ``mcp`` (``McpOptions``), MCP mounted too; ``shadow``: see :func:`prepare_config`."""
     executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs=dict(executor_knobs or {}))
     async with serving(executor_app) as executor_url:
         document = {**bindings_document(executor_url, tool_overrides), **(bindings_extra or {})}
@@ -432,6 +438,7 @@ async def running_stack(
             clock=clock,
             limits=limits,
             mcp=mcp,
+            shadow=shadow,
         ) as stack:
             yield stack
 

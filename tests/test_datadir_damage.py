@@ -32,6 +32,7 @@ from runtime_harness import (
     write_config,
 )
 
+from policy.canonical import canonical_cbor
 from servers.log.decision_log import cbor_items, read_records
 from servers.store.datadir import DataDir, DataDirError
 from servers.store.opening import open_data
@@ -83,6 +84,19 @@ def _widen_a_middle_length(data: Path) -> None:
     log.write_bytes(bytes(whole))
 
 
+def _rewrite_the_second_record(data: Path) -> None:
+    """The second record's `at` changed, re-encoded canonically: a valid record that the
+    chain of record digests sees at the third (its `prev` names the original bytes)."""
+    log = data / "decisions.cbor"
+    with log.open("rb") as fp:
+        items = [(offset, raw, value) for offset, raw, value in cbor_items(fp)]
+    assert len(items) >= 3 and items[2][2]["seq"] == 3
+    offset, raw, value = items[1]
+    changed = canonical_cbor({**value, "at": value["at"] + 1})
+    whole = log.read_bytes()
+    log.write_bytes(whole[:offset] + changed + whole[offset + len(raw) :])
+
+
 def _garbage_page(data: Path) -> None:
     store = data / "dispatch.sqlite"
     whole = bytearray(store.read_bytes())
@@ -118,6 +132,7 @@ DAMAGES: dict[str, tuple[str, str, Damage]] = {
     ),
     "flipped log byte": ("LOG_DAMAGED", "decisions.cbor", _flip_second_record_header),
     "damaged length mid-log": ("LOG_DAMAGED", "decisions.cbor", _widen_a_middle_length),
+    "rewritten log record": ("LOG_CHAIN_BROKEN", "decisions.cbor", _rewrite_the_second_record),
     "bad sqlite header": (
         "STORE_DAMAGED",
         "dispatch.sqlite",
@@ -165,6 +180,8 @@ def test_damaged_or_lost_data_is_refused_with_exit_2(tmp_path: Path, history: Pa
             assert _files(config.data) == before, name  # nothing cut, created or repaired
             if name == "damaged length mid-log":  # the remedy must not be to cut the file
                 assert "intact record starts at byte" in err and "do not cut" in err, err
+            if name == "rewritten log record":  # named by seq; the log kept as evidence
+                assert "breaks at seq 3 (byte" in err and "as evidence" in err, err
     finally:
         for proc, _config, _before in started.values():
             stop(proc)
@@ -366,12 +383,14 @@ def test_a_lost_wal_tail_never_dispatches_an_approved_write_again(
 def test_a_flipped_log_byte_is_refused_or_harmless_never_a_crash(
     tmp_path: Path, history: Path
 ) -> None:
-    """A sample of single-bit flips over the whole log: each start either refuses with a typed
-    error (never another exception) or, for a flip the format cannot see (inside a string or a
-    number: about five in six of these, whose records are mostly digests, ids and
-    explanations), starts. Record format 1 has no checksum; the chain planned for records
-    (``prev``, docs/data-directory.md) is what will see every flip."""
+    """A sample of single-bit flips over the whole log: each start refuses with a typed error
+    (never another exception): one the format cannot see (inside a string or a number: most
+    of these, whose records are mostly digests, ids and explanations) breaks the chain of
+    record digests at the next record (``LOG_CHAIN_BROKEN``). Only a flip inside the last
+    record starts (nothing follows it: its digest, the head, is what an operator anchors)."""
     whole = (history / "decisions.cbor").read_bytes()
+    with (history / "decisions.cbor").open("rb") as fp:
+        last = [offset for offset, _raw, _value in cbor_items(fp)][-1]
     rng = random.Random(3)
     positions = sorted(rng.sample(range(len(whole)), min(150, len(whole))))
     codes: dict[str, int] = {}
@@ -386,11 +405,12 @@ def test_a_flipped_log_byte_is_refused_or_harmless_never_a_crash(
             opened = open_data(owner, trace_key=None, now_ms=1_800_000_000_000)
             opened.store.close()
             opened.log.close()
+            assert position >= last, position  # only the last record's flips start
             codes["started"] = codes.get("started", 0) + 1
         except DataDirError as exc:
-            assert exc.code in ("LOG_DAMAGED", "LOG_TRUNCATED"), exc
+            assert exc.code in ("LOG_DAMAGED", "LOG_TRUNCATED", "LOG_CHAIN_BROKEN"), exc
             codes[exc.code] = codes.get(exc.code, 0) + 1
         finally:
             owner.close()
         shutil.rmtree(data)
-    assert codes.get("LOG_DAMAGED", 0) >= 10 and codes.get("started", 0) >= 10, codes
+    assert codes.get("LOG_DAMAGED", 0) >= 10 and codes.get("LOG_CHAIN_BROKEN", 0) >= 10, codes

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import blake3
 import cbor2
 import pytest
 from hypothesis import given
@@ -57,9 +58,17 @@ def test_round_trip(path: Path) -> None:
         assert log.append({"event": "RESULT", "at": NOW + 1, "status": "SUCCEEDED"}) == 2
         assert log.last_seq == 2
     records = list(read_records(path))
+    first = _raw_items(path)[0]
     assert records == [
-        {"v": 1, "seq": 1, "at": NOW, "event": "INTENT", "tool": "t", "callId": "c1"},
-        {"v": 1, "seq": 2, "at": NOW + 1, "event": "RESULT", "status": "SUCCEEDED"},
+        {"v": 2, "seq": 1, "at": NOW, "event": "INTENT", "tool": "t", "callId": "c1", "prev": None},
+        {
+            "v": 2,
+            "seq": 2,
+            "at": NOW + 1,
+            "event": "RESULT",
+            "status": "SUCCEEDED",
+            "prev": "blake3:" + blake3.blake3(first).hexdigest(),  # the first record's bytes
+        },
     ]
     assert _raw_items(path) == [canonical_cbor(r) for r in records]  # canonical, one by one
     assert path.stat().st_mode & 0o077 == 0
@@ -115,7 +124,9 @@ def test_empty_and_missing_files(path: Path) -> None:
     [
         (b"\xff", "not a CBOR item"),
         (cbor2.dumps([1, 2]), "must be a map"),
-        (cbor2.dumps({"v": 2, "seq": 1}), "version"),
+        (cbor2.dumps({"v": 3, "seq": 1}), "version"),
+        (canonical_cbor({"v": 2, "seq": 1}), "without `prev`"),
+        (canonical_cbor({"v": 2, "seq": 1, "prev": "blake3:00"}), "`prev` must be"),
         (canonical_cbor({"v": 1, "seq": 1}) * 2, "seq"),
         (cbor2.dumps({"seq": 1, "v": 1}), "canonical"),  # keys not in canonical order
         (b"\xa2avavava\x01", "Duplicate"),
@@ -163,6 +174,8 @@ def test_allowed_fields_pass() -> None:
         {"event": "SOMETHING"},
         {"event": "INTENT", "v": 2},
         {"event": "INTENT", "seq": 9},
+        {"event": "INTENT", "prev": None},
+        {"event": "INTENT", "prev": "blake3:" + "0" * 64},
         {"event": "INTENT", "at": "now"},
         {"event": "INTENT", "x": float("nan")},
         {"event": "INTENT", "x": b"bytes"},

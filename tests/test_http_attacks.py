@@ -462,6 +462,7 @@ ALLOWED = {
     ("GET", "/v1/context/resolve"): {"POST"},
     ("PUT", "/v1/context/tools/execute"): {"POST"},
     ("PATCH", "/v1/traces/ctx_x"): {"GET", "HEAD"},
+    ("DELETE", "/v1/traces/head"): {"GET", "HEAD"},
 }
 
 

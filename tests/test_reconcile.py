@@ -170,7 +170,7 @@ def _drop_last_record(log: Path) -> None:
     whole = log.read_bytes()
     with DecisionLog.open(tmp := log.with_name("cut.cbor"), fsync_every=0) as cut:
         for record in records[:-1]:
-            fields = {k: v for k, v in record.items() if k not in ("v", "seq")}
+            fields = {k: v for k, v in record.items() if k not in ("v", "seq", "prev")}
             cut.append(fields)
     assert len(tmp.read_bytes()) < len(whole)
     os.replace(tmp, log)

@@ -4,6 +4,7 @@ stopped and the network refused: `seif trace export` and `seif replay` end to en
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import runpy
 import socket
@@ -15,8 +16,10 @@ from replay_support import REFERENCE, Session, ready, record_session, without_se
 
 from compiler.build import load_build, write_build
 from policy import disclose
+from policy.canonical import canonical_cbor
 from policy.strictjson import loads
 from seif.cli import main
+from servers.log.chain import record_digest
 from servers.log.decision_log import read_records
 
 
@@ -108,10 +111,15 @@ def test_text_output_says_ok(
     assert "OK: all 8 disclosures reproduce exactly" in capsys.readouterr().out
 
 
-def _tampered(session: Session, out: Path, seq: int, change: Any) -> Path:
+def _tampered(session: Session, out: Path, seq: int, change: Any, *, rechain: bool = True) -> Path:
+    """The export with record ``seq`` changed; ``rechain``: every ``prev`` after it written
+    again, as a forger would (the chain is not keyed: only an anchored head tells)."""
     lines = export(session, out, "jsonl").read_text().splitlines()
     records = [loads(line) for line in lines]
     change(records[seq - 1])
+    if rechain:
+        for before, record in itertools.pairwise(records):
+            record["prev"] = record_digest(canonical_cbor(before))
     out.write_text("".join(json.dumps(r) + "\n" for r in records))
     return out
 
@@ -148,6 +156,25 @@ def test_tampering_is_detected(
     assert main(["replay", "--build", str(session.build), "--log", str(log)]) == 1
     text = capsys.readouterr().out
     assert f"MISMATCH seq {seq} " in text and "FAIL: 1 of 8 disclosures" in text
+
+
+def test_tampering_without_forging_the_chain_is_refused_before_any_replay(
+    recorded: tuple[Session, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    offline: None,
+) -> None:
+    session, _ = recorded
+    seq, change = TAMPERS["observation"]
+    log = _tampered(session, tmp_path / "tampered.jsonl", seq, change, rechain=False)
+    code, document = run_replay(capsys, session.build, log)
+    assert code == 2 and document["ok"] is False and "replay" not in document
+    error = document["error"]
+    assert error["code"] == "LOG_CHAIN_BROKEN" and f"seq {seq + 1}:" in error["message"]
+    capsys.readouterr()
+    assert main(["replay", "--build", str(session.build), "--log", str(log)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"breaks at seq {seq + 1}" in captured.err
 
 
 def test_a_candidate_changes_exactly_the_expected_records(

@@ -19,7 +19,7 @@ import pytest
 from policy.canonical import canonical_cbor
 from policy.state import fingerprint
 from servers.log.decision_log import admit, read_records
-from servers.log.encoding import encoded
+from servers.log.encoding import encoded, unchained
 from servers.store.pg_log import REPLICA_LOST, renew
 from servers.store.pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, redacted
 from servers.store.postgres import PgStore
@@ -298,8 +298,8 @@ def test_a_record_is_logged_iff_its_write_committed(store: PgStore, pg_url: str)
 def test_records_are_the_file_logs_bytes_at_every_seq_width(
     store: PgStore, pg_url: str, tmp_path: Path
 ) -> None:
-    """Each row's bytes are ``encoded(record, seq)``; the rows in order are a log file; the
-    table only grows."""
+    """Each row's bytes are ``encoded(record, seq)`` in record format 1 (``v`` 1, no ``prev``:
+    the table is not chained); the rows in order are a log file; the table only grows."""
     fields = _record("DENIED", callId="c", nested={"seq": 0, "x": "cseq\x00"}, cseq="\x63seq\x00")
     log, seqs = store.log, list[int]()
     widths = [1, 23, 24, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 2**62]
@@ -316,7 +316,8 @@ def test_records_are_the_file_logs_bytes_at_every_seq_width(
     rows = _log(pg_url)
     assert [r[0] for r in rows] == seqs == widths
     for seq, *_, raw in rows:
-        assert bytes(raw) == encoded(dict(fields), seq)
+        assert bytes(raw) == encoded(unchained(fields), seq)
+    assert all(r["v"] == 1 and "prev" not in r for r in read_records(tmp_path / "decisions.cbor"))
     for change in ("UPDATE decision_log SET event = 'X'", "DELETE FROM decision_log"):
         with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
             _select(pg_url, change)

@@ -27,6 +27,7 @@ from servers.runtime.metrics import Metrics
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
+from servers.runtime.shadow import ShadowWorker
 from servers.runtime.startup import Prepared
 from servers.runtime.turns import StoredTurns
 from servers.runtime.values import alone
@@ -259,6 +260,14 @@ async def traces(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
+async def traces_head(request: web.Request) -> web.Response:
+    """The last record of the decision log: ``{"seq", "digest"}`` (both null for an empty log),
+    for an operator to anchor elsewhere (any credential holding ``traces.read``)."""
+    bearer_credential(request, "traces.read")
+    head = await request.app[PREPARED].log.head_async()
+    return json_response(head.to_json())
+
+
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
     transport = new_transport()
@@ -283,8 +292,10 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         peers=PeerWaits(store) if pending is not None else None,
         exclusive=replica.exclusive if replica is not None else alone,
         metrics=app[METRICS],
+        shadow=_shadow_of(prepared, app[METRICS]),
     )
     runtime = app[RUNTIME]
+    runtime.start_shadow()
     app[METRICS].watch(lambda: len(runtime.pending), prepared.clock)
     store.observe_commits(app[METRICS].commit_seconds.observe)
     log.observe_fsyncs(app[METRICS].fsync_seconds.observe)
@@ -303,6 +314,13 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         else:
             store.close()  # its last batches still log
             log.close()
+
+
+def _shadow_of(prepared: Prepared, metrics: Metrics) -> ShadowWorker | None:
+    """The worker comparing the candidate of ``--shadow``, if one was loaded."""
+    if prepared.shadow is None:
+        return None
+    return ShadowWorker(prepared.shadow, metrics.shadow(), prepared.shadow_backlog)
 
 
 def create_app(prepared: Prepared) -> web.Application:
@@ -332,6 +350,7 @@ def create_app(prepared: Prepared) -> web.Application:
     app.router.add_post("/runtime/v1/context/tools/reject", reject)
     app.router.add_get("/v1/context/tools/approvals/{contextRef}/{callId}", approval_status)
     app.router.add_post("/v1/context/disclosures", report)
+    app.router.add_get("/v1/traces/head", traces_head)  # before: "head" is no contextRef
     app.router.add_get("/v1/traces/{contextRef}", traces)
     app.router.add_get("/metrics", scrape(bearer_credential))
     return app

@@ -216,6 +216,15 @@ def _context_paths(objective: dict[str, Any]) -> dict[str, Any]:
                 ),
             )
         },
+        "/v1/traces/head": {
+            "get": _op(
+                "the last record of the decision log, its seq and digest, to anchor elsewhere"
+                " (traces.read)",
+                {200: ref("TraceHead")},
+                (401, 403),
+                security=SECURITY_BEARER,
+            )
+        },
         "/v1/traces/{contextRef}": {
             "get": _op(
                 "trace events of one context (traces.read; an application's credential reads"
@@ -386,6 +395,14 @@ def _answers_shapes() -> dict[str, Any]:
             closed=True,
         ),
         "Trace": obj(["contextRef", "events"], {"contextRef": S, "events": events}),
+        "TraceHead": obj(
+            ["seq", "digest"],
+            {
+                "seq": {"type": ["integer", "null"], "minimum": 1},
+                "digest": {"type": ["string", "null"], "pattern": "^blake3:[0-9a-f]{64}$"},
+            },
+            closed=True,
+        ),
     }
 
 

@@ -1,10 +1,11 @@
 """The decision log: an append-only CBOR sequence (RFC 8742) in ``DATA_DIR/decisions.cbor``.
 
 Each record is the canonical CBOR (``policy.canonical.canonical_cbor``) of one map with the
-envelope ``v`` (format version, 1), ``seq`` (1, 2, 3, ... across reopenings), ``at`` (integer
-milliseconds since the epoch) and ``event``, plus the event's own fields. A record reaches the
-file in one ``os.write`` on an ``O_APPEND`` descriptor and, by default, is fsynced before
-:meth:`DecisionLog.append` (or :meth:`DecisionLog.append_async`) returns.
+envelope ``v`` (format version, 2), ``seq`` (1, 2, 3, ... across reopenings), ``at`` (integer
+milliseconds since the epoch), ``event`` and ``prev`` (the digest of the previous record's
+bytes, null on the first; a log of format 1 is continued: ``servers.log.chain``), plus the
+event's own fields. A record reaches the file in one ``os.write`` on an ``O_APPEND``
+descriptor and, by default, is fsynced before :meth:`DecisionLog.append` returns.
 
 Durability is group-committed: one ``fsync`` covers every record written before it, so callers
 appending at the same time share one. A record is durable when ``synced`` (the last seq an
@@ -38,7 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from servers.log import encoding
+from servers.log import chain, encoding
+from servers.log.chain import EMPTY, LogHead
 from servers.log.encoding import (
     ENVELOPE,
     EVENTS,
@@ -54,6 +56,7 @@ from servers.log.encoding import (
 from servers.log.index import MAX_CONTEXTS, MAX_RECORDS, TraceIndex
 from servers.log.reading import (
     CborItemError,
+    ChainBroken,
     DamagedRecord,
     LogScan,
     TornTail,
@@ -85,6 +88,8 @@ __all__ = [
     "LogScan",
     "Visitor",
     "DamagedRecord",
+    "ChainBroken",
+    "LogHead",
     "TailNotSaved",
     "save_tail",
 ]
@@ -112,7 +117,8 @@ _Item = tuple[Admitted, "asyncio.Future[int]"]
 class DecisionLog:
     """The single writer of a decision log (the data directory's owner). Thread-safe.
 
-    ``_lock`` orders the writes (seq and file offset); ``_sync_lock`` serialises the fsyncs.
+    ``_lock`` orders the writes (seq, file offset and the digest of the last record, the next
+    one's ``prev``); ``_sync_lock`` serialises the fsyncs.
     ``_synced`` is the last seq known durable; it only grows. The descriptor is closed last,
     by :meth:`close`, holding both."""
 
@@ -124,6 +130,7 @@ class DecisionLog:
         self._closed = False
         self._end = scanned.end
         self._seq = scanned.last_seq
+        self._head = scanned.head
         self._synced = scanned.last_seq
         self._fsync_every = fsync_every
         self.on_fsync: Callable[[float], None] | None = None
@@ -158,8 +165,9 @@ class DecisionLog:
         the outcome of the pass before anything is changed and may raise to refuse the log.
         Then a torn final record is saved beside the log (:func:`save_tail`) and cut off, so
         that the next append starts on a record boundary. A corrupt record, or a final one
-        that cannot be torn (:func:`~servers.log.reading.tear`), is a :class:`DamagedRecord`:
-        the file is left as it is.
+        that cannot be torn (:func:`~servers.log.reading.tear`), is a :class:`DamagedRecord`,
+        and a break of the chain of record digests a :class:`ChainBroken` naming the seq
+        where it breaks: the file is left as it is.
 
         ``trace_contexts``, ``trace_records``: the bounds of the traces index
         (:class:`~servers.log.index.TraceIndex`).
@@ -199,6 +207,18 @@ class DecisionLog:
     @property
     def last_seq(self) -> int:
         return self._seq
+
+    @property
+    def head(self) -> LogHead:
+        """The last record written: its seq and digest, read together (both None for an
+        empty log). Not necessarily durable yet (:attr:`durable_seq`)."""
+        with self._lock:
+            seq, digest = self._seq, self._head
+        return LogHead(seq, digest) if digest is not None else EMPTY
+
+    async def head_async(self) -> LogHead:
+        """:attr:`head` (nothing to wait for: it is in memory)."""
+        return self.head
 
     @property
     def durable_seq(self) -> int:
@@ -247,12 +267,14 @@ class DecisionLog:
         return await done
 
     def _write_fields(self, fields: Admitted) -> int:
-        """Encode with the next seq, write and index; holding ``_lock``."""
+        """Link to the last record, encode with the next seq, write and index; holding
+        ``_lock``."""
         seq = self._seq + 1
+        fields["prev"] = self._head
         data = encoded(fields, seq)
         offset = self._end
         self._write(data)
-        self._seq = seq
+        self._seq, self._head = seq, chain.record_digest(data)
         self._index.add(fields, offset, len(data))
         return seq
 
@@ -287,10 +309,12 @@ class DecisionLog:
         """Tell ``observe`` the seconds of every fsync of appends (a metric)."""
         self.on_fsync = observe
 
-    def write_now(self, records: list[Admitted]) -> list[int | Exception]:
+    def write_now(self, records: list[Admitted], *, sync: bool = True) -> list[int | Exception]:
         """Write prepared records in order, from the calling thread, then fsync once as
-        ``fsync_every`` says; per record its seq, or the exception that kept it out (a full
-        disk; a closed log). A failed fsync fails every record of the call."""
+        ``fsync_every`` says (``sync`` False: not now, the next append's fsync, or the close,
+        covers them: records that need not be durable when written, a shadow build's); per
+        record its seq, or the exception that kept it out (a full disk; a closed log). A
+        failed fsync fails every record of the call."""
         results: list[int | Exception] = []
         for fields in records:
             try:
@@ -302,7 +326,7 @@ class DecisionLog:
                 results.append(exc)
         last = max((r for r in results if isinstance(r, int)), default=0)
         try:
-            if self._must_sync(last):
+            if sync and self._must_sync(last):
                 self._sync_through(last)
         except Exception as exc:
             results = [exc for _ in results]

@@ -1,11 +1,14 @@
 """What a decision-log record may hold, checked before it is queued, and its encoding.
 
-A record is one map: the envelope (``v``, ``seq``, ``at``, ``event``) and the event's fields.
+A record is one map: the envelope (``v``, ``seq``, ``at``, ``event``, ``prev``) and the event's
+fields.
 No key anywhere inside it may be a forbidden field (``arguments``, ``output``, ``reason_text``,
 ``secret``, ``token``, compared after lowercasing and dropping ``_`` and ``-``), and every value
 must be JSON with a canonical CBOR encoding. :func:`admit` checks a record on the caller's
 thread (a refused record raises there, before anything is written) and returns it ready for
-:func:`encoded`, which the log's writer calls with the record's ``seq``.
+:func:`encoded`, which the log's writer calls with the record's ``seq``, once it has set
+``prev`` (``servers.log.chain``). :func:`unchained` gives the fields of the same record in
+format 1, without ``prev``, for the PostgreSQL store's table.
 
 A :class:`Fragment` is a field value checked and encoded once and reused by many records (the
 summary of a cached disclosure, say): :func:`admit` takes it as checked, :func:`encoded`
@@ -22,9 +25,11 @@ from typing import Any
 import cbor2
 
 from policy.canonical import EncodingError, canonical_cbor, check_json
+from servers.log.chain import CHAINED, DIGEST_PREFIX, UNCHAINED
 from servers.support.memo import keep
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = CHAINED
+"""The format the file log writes: 2, with ``prev`` (``servers.log.chain``); readers read 1 too."""
 EVENTS = frozenset(
     {
         "DISCLOSED",
@@ -36,12 +41,16 @@ EVENTS = frozenset(
         "INTENT",
         "RESULT",
         "UNKNOWN",
+        "SHADOW",
     }
 )
 FORBIDDEN_FIELDS = frozenset({"arguments", "output", "reason_text", "secret", "token"})
 """Keys no record may have, at any depth; compared after lowercasing and dropping ``_`` and
 ``-`` (so ``reasonText`` and ``Reason-Text`` are refused too)."""
-ENVELOPE = ("v", "seq", "at", "event")
+ENVELOPE = ("v", "seq", "at", "event", "prev")
+"""The fields the log sets, and ``at`` (``prev``: format 2 only)."""
+_LOG_SET = ("v", "seq", "prev")
+_LONGEST_PREV = DIGEST_PREFIX + "0" * 64
 MAX_RECORD_BYTES = 1 << 24
 """The largest record the writer writes (16 MiB; one ``os.write`` each): a longer one is refused
 before it is written, so a reader that finds a longer item, or a torn tail as long, has found
@@ -153,13 +162,14 @@ def fragment(field: str, value: Any) -> Fragment:
 
 
 Admitted = dict[str, Any]
-"""A record checked by :func:`admit`: its fields, ``seq`` not yet set."""
+"""A record checked by :func:`admit`: its fields, ``seq`` and ``prev`` not yet set."""
 
 
 def admit(record: Mapping[str, Any], now_ms: int | None = None) -> Admitted:
     """The record with ``v`` and ``at`` (``now_ms`` when the record has none), checked; a
-    refused record raises :class:`DecisionLogError`. Only ``seq`` is left to set."""
-    for key in ("v", "seq"):
+    refused record raises :class:`DecisionLogError`. Only ``seq`` and ``prev`` are left to
+    set, by the writer."""
+    for key in _LOG_SET:
         if key in record:
             raise DecisionLogError(f"`{key}` is set by the log, not by the caller")
     event = record.get("event")
@@ -176,12 +186,20 @@ def admit(record: Mapping[str, Any], now_ms: int | None = None) -> Admitted:
         record_fields_allowed(rest)
         try:
             check_json(rest)
-            encoded(dict(fields), 0)
+            encoded({**fields, "prev": _LONGEST_PREV}, 0)
         except EncodingError as exc:
             raise DecisionLogError(f"record not encodable at `{exc.pointer}`") from None
         except (cbor2.CBOREncodeError, TypeError, ValueError):
             raise DecisionLogError("record not encodable") from None
     return fields
+
+
+def unchained(fields: Admitted) -> Admitted:
+    """The fields of an admitted record in format 1: ``v`` 1, no ``prev`` (the PostgreSQL
+    store's table, whose records are not chained: ``servers.store.pg_log``)."""
+    found = {key: value for key, value in fields.items() if key != "prev"}
+    found["v"] = UNCHAINED
+    return found
 
 
 def _without_fragments(record: Mapping[str, Any]) -> dict[str, Any]:

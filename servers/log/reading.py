@@ -8,7 +8,9 @@ than the largest record the writer writes, and holds no intact record, since a r
 length byte was damaged reads to the end of the file just as a torn one does, and the records
 after it must not be mistaken for its tail. Anything else that does not decode, is not a map
 in canonical form, has an unknown version or a ``seq`` that does not increase is a
-:class:`DecisionLogError` naming the byte where it starts. :func:`find` is the scan for a
+:class:`DecisionLogError` naming the byte where it starts; a record whose ``prev`` does not
+match the record before it (``servers.log.chain``, checked in the same pass, before its ``seq``
+is compared) is a :class:`ChainBroken` naming its ``seq``. :func:`find` is the scan for a
 context the traces index does not hold.
 """
 
@@ -26,7 +28,8 @@ import cbor2
 
 from policy.canonical import EncodingError, canonical_cbor
 from servers.log import encoding
-from servers.log.encoding import FORMAT_VERSION, DecisionLogError
+from servers.log.chain import Chain, ChainBreak, envelope_problem
+from servers.log.encoding import DecisionLogError
 
 _CHUNK = 1 << 16
 
@@ -72,15 +75,28 @@ class DamagedRecord(DecisionLogError):
         self.unsure = unsure and intact_at is None
 
 
+class ChainBroken(DamagedRecord):
+    """The record at ``offset`` does not link to the record before it (``broken``: its seq and
+    what is wrong): a record before it was changed, removed, inserted or moved. Everything
+    before the record before it is intact, as far as the chain can tell."""
+
+    def __init__(self, offset: int, broken: ChainBreak) -> None:
+        super().__init__(offset, f"the chain of record digests breaks at {broken}")
+        self.broken = broken
+        self.seq = broken.seq
+
+
 @dataclass(frozen=True, slots=True)
 class LogScan:
     """The outcome of :func:`scan`: where the complete records end, the last seq, how many
-    records there are, and the length of a torn tail (0: none)."""
+    records there are, the length of a torn tail (0: none) and the digest of the last
+    complete record (None: no record), the ``prev`` of the next."""
 
     end: int
     last_seq: int
     records: int
     torn: int
+    head: str | None = None
 
 
 def cbor_items(
@@ -130,9 +146,10 @@ def _resumes(intact: int | None, *, more: bool = False) -> str:
 
 
 def _is_record(value: Any, raw: bytes, last_seq: int) -> bool:
-    """A record envelope (``v``, ``seq`` beyond ``last_seq``, ``at``, ``event``) in canonical
-    form: what the writer writes, never what a damaged length happens to start."""
-    if type(value) is not dict or value.get("v") != FORMAT_VERSION:
+    """A record envelope (``v`` 1, or 2 with ``prev``; ``seq`` beyond ``last_seq``, ``at``,
+    ``event``) in canonical form: what the writer writes, never what a damaged length happens
+    to start."""
+    if type(value) is not dict or envelope_problem(value) is not None:
         return False
     seq, at, event = value.get("seq"), value.get("at"), value.get("event")
     if type(seq) is not int or seq <= last_seq or type(at) is not int or type(event) is not str:
@@ -244,14 +261,19 @@ def tear(torn: TornTail, last_seq: int) -> TornTail:
     return torn
 
 
-def checked(offset: int, raw: bytes, value: Any, last_seq: int) -> dict[str, Any]:
-    """A record, checked: a map in canonical form with a known version and the next seq."""
+def checked(
+    offset: int, raw: bytes, value: Any, last_seq: int, chain: Chain | None = None
+) -> dict[str, Any]:
+    """A record, checked: a map in canonical form with a known version (``prev`` in the
+    form of its version), linked to the record before it (``chain``, if given: else
+    :class:`ChainBroken`) and with the next seq."""
     if not isinstance(value, dict):
         raise DamagedRecord(offset, "a record must be a map")
-    if value.get("v") != FORMAT_VERSION:
-        raise DamagedRecord(offset, f"unsupported record version `{value.get('v')!r}`")
+    problem = envelope_problem(value)
+    if problem is not None:
+        raise DamagedRecord(offset, problem)
     seq = value.get("seq")
-    if type(seq) is not int or seq <= last_seq:
+    if type(seq) is not int:
         raise DamagedRecord(offset, f"`seq` must increase (after {last_seq})")
     if len(raw) > encoding.MAX_RECORD_BYTES:
         message = f"a record of {len(raw)} bytes, longer than any the writer writes"
@@ -262,17 +284,22 @@ def checked(offset: int, raw: bytes, value: Any, last_seq: int) -> dict[str, Any
         canonical = b""
     if canonical != raw:
         raise DamagedRecord(offset, "the record is not canonical CBOR")
+    broken = chain.link(seq, raw, value) if chain is not None else None
+    if broken is not None:  # before the order of seq: a moved record is a break
+        raise ChainBroken(offset, broken)
+    if seq <= last_seq:
+        raise DamagedRecord(offset, f"`seq` must increase (after {last_seq})")
     return value
 
 
-def _checked_records(fp: BinaryIO) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """``(offset, length, record)`` of each record, checked; a final incomplete record raises
-    :class:`TornTail` only if it can be a torn tail (:func:`tear`); all else that is wrong,
-    :class:`DamagedRecord`."""
+def _checked_records(fp: BinaryIO, chain: Chain) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """``(offset, length, record)`` of each record, checked and linked into ``chain``; a final
+    incomplete record raises :class:`TornTail` only if it can be a torn tail (:func:`tear`);
+    all else that is wrong, :class:`DamagedRecord` (:class:`ChainBroken` for a break)."""
     last_seq = 0
     try:
         for offset, raw, value in cbor_items(fp, max_item=encoding.MAX_RECORD_BYTES):
-            record = checked(offset, raw, value, last_seq)
+            record = checked(offset, raw, value, last_seq, chain)
             last_seq = record["seq"]
             yield offset, len(raw), record
     except CborItemError as exc:
@@ -291,7 +318,7 @@ def _checked_records(fp: BinaryIO) -> Iterator[tuple[int, int, dict[str, Any]]]:
 
 def records(fp: BinaryIO, *, tolerate_partial_tail: bool) -> Iterator[dict[str, Any]]:
     try:
-        for _offset, _length, record in _checked_records(fp):
+        for _offset, _length, record in _checked_records(fp, Chain()):
             yield record
     except TornTail as torn:
         if not tolerate_partial_tail:
@@ -300,17 +327,20 @@ def records(fp: BinaryIO, *, tolerate_partial_tail: bool) -> Iterator[dict[str, 
 
 
 def scan(fp: BinaryIO, visit: Visitor | None = None) -> LogScan:
-    """One pass over a whole log: every record checked, and handed to ``visit``; a final
-    incomplete record only if it can be a torn tail (:func:`tear`)."""
+    """One pass over a whole log: every record checked and linked (a break of the chain is a
+    :class:`ChainBroken`), and handed to ``visit``; a final incomplete record only if it can
+    be a torn tail (:func:`tear`)."""
     end = last_seq = count = 0
+    chain = Chain()
     try:
-        for offset, length, record in _checked_records(fp):
+        for offset, length, record in _checked_records(fp, chain):
             last_seq, end, count = record["seq"], offset + length, count + 1
             if visit is not None:
                 visit(offset, length, record)
     except TornTail as torn:
-        return LogScan(end=torn.offset, last_seq=last_seq, records=count, torn=torn.length)
-    return LogScan(end=end, last_seq=last_seq, records=count, torn=0)
+        head = chain.head().digest
+        return LogScan(torn.offset, last_seq, count, torn=torn.length, head=head)
+    return LogScan(end=end, last_seq=last_seq, records=count, torn=0, head=chain.head().digest)
 
 
 def read_records(
@@ -320,7 +350,8 @@ def read_records(
     yields a consistent prefix. A torn final record is skipped (an error when
     ``tolerate_partial_tail`` is False), if it can be one (:func:`tear`); anything else
     malformed is a :class:`DecisionLogError`. Records are decoded with duplicate keys refused
-    and must be in canonical form, with ``v`` 1 and increasing ``seq``."""
+    and must be in canonical form, with ``v`` 1 or 2, increasing ``seq`` and, from the first
+    record of version 2 on, an unbroken chain (:class:`ChainBroken`)."""
     with Path(path).open("rb") as fp:
         yield from records(fp, tolerate_partial_tail=tolerate_partial_tail)
 

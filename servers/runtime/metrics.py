@@ -39,6 +39,10 @@ HELP = {
     "contexts": "contexts resolved by this runtime that have not expired",
     "commit": "time of a durable store write (a SQLite commit, a PostgreSQL transaction)",
     "fsync": "time of a decision-log fsync (the file log; PostgreSQL syncs its own)",
+    "shadow_differences": "decisions the shadow build would have made otherwise, by kind",
+    "shadow_compared": "decisions compared with the shadow build, by kind",
+    "shadow_dropped": "decisions not compared: the shadow's backlog was full",
+    "shadow_failures": "comparisons with the shadow build that raised",
 }
 
 
@@ -91,6 +95,13 @@ class Metrics:
             "seif_log_fsync_seconds", HELP["fsync"], buckets=SECONDS, registry=r
         )
         self.active = ActiveContexts()
+        self._shadow: ShadowMetrics | None = None
+
+    def shadow(self) -> ShadowMetrics:
+        """The instruments of a shadow build (registered once it is loaded)."""
+        if self._shadow is None:
+            self._shadow = ShadowMetrics(self.registry)
+        return self._shadow
 
     def watch(self, held: Callable[[], int], clock: Callable[[], int]) -> None:
         """Read the gauges when scraped: the calls held, the contexts live at ``clock()``."""
@@ -109,3 +120,21 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class ShadowMetrics:
+    """``seif_shadow_differences_total{kind}`` (the contract's) and the shadow's own health:
+    compared (by kind), dropped, failed. Counted from the shadow's thread."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.differences = Counter(
+            "seif_shadow_differences", HELP["shadow_differences"], ["kind"], registry=r
+        )
+        self.compared = Counter(
+            "seif_shadow_compared", HELP["shadow_compared"], ["kind"], registry=r
+        )
+        self.dropped = Counter("seif_shadow_dropped", HELP["shadow_dropped"], registry=r)
+        self.failures = Counter("seif_shadow_failures", HELP["shadow_failures"], registry=r)
+        for kind in ("disclosure", "call"):  # both series exist from the start, at 0
+            self.differences.labels(kind)
+            self.compared.labels(kind)

@@ -20,11 +20,12 @@ from policy.decision import ALLOW, DUPLICATE, Decision, decide
 from policy.disclosure import Disclosure, disclose, disclosure_context
 from policy.ir import Project
 from policy.jsonvalue import thaw
+from policy.recorded import Inputs
 from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
 from servers.config.files import Bindings
 from servers.executor.client import ExecutorClient
 from servers.executor.observing import Observer
-from servers.log.decision_log import Admitted, admit
+from servers.log.decision_log import Admitted, Fragment, admit
 from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
@@ -33,6 +34,8 @@ from servers.runtime.outcomes import Outcomes
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
+from servers.runtime.shadow import CallJob, ResolveJob, ShadowWorker
+from servers.runtime.shadowing import Shadowing
 from servers.runtime.values import Exclusive, IntentsView, Seen, alone
 from servers.store.interface import DispatchStore, RecordLog
 from servers.store.rows import ApprovalRow, ContextRow, IntentRow, StoreError, StoreUnanswered
@@ -52,13 +55,15 @@ class Opened:
     resolved: Resolved
     coords: Mapping[str, Any]
     fields: Mapping[str, Any]
+    shadow_job: ResolveJob | None = None
+    """Its resolution's job for a shadow build, if one is loaded."""
 
 
 APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
 
 
 @dataclass
-class Runtime(Approvals, Outcomes):
+class Runtime(Approvals, Outcomes, Shadowing):
     build: Build
     bindings: Bindings
     store: DispatchStore
@@ -89,6 +94,9 @@ class Runtime(Approvals, Outcomes):
     """Set when other processes write the store (replicas): a duplicate of a call running
     elsewhere reads its intent until it is final. None for one runtime, whose own calls in
     flight wake their duplicates."""
+    shadow: ShadowWorker | None = None
+    """A candidate build every logged decision is compared with (``--shadow``), if any."""
+    _shadow_writes: set[asyncio.Task[int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._observer = Observer(self.bindings, self.client)
@@ -181,6 +189,10 @@ class Runtime(Approvals, Outcomes):
             )
         coords["objective"] = objective
         context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
+        inputs = Inputs(objective, events.coordinates(coords), observations)
+        summary = found.summary.value if isinstance(found.summary, Fragment) else found.summary
+        job = self._shadow_resolution(context_ref, coords, now, inputs, summary)
+        mark = self._shadow_mark(job)
         fields = {
             "objective": objective,
             "resolvedAt": now,
@@ -188,9 +200,10 @@ class Runtime(Approvals, Outcomes):
             "disclosure": found.summary,
             "credential": credential,
         }
-        disclosed = self._prepared("DISCLOSED", context_ref, coords, **fields)
+        disclosed = self._prepared("DISCLOSED", context_ref, coords, **fields, **mark)
         if context_ref is None:
             await self.log.append_admitted(disclosed)
+            self._shadow_put(job, mark)
             raise HttpError(
                 409,
                 "RESOLUTION_BLOCKED",
@@ -200,11 +213,12 @@ class Runtime(Approvals, Outcomes):
         encoded = found.observations.cbor if found.observations else canonical_cbor(observations)
         row = self._context_row(context_ref, coords, encoded, now, turn_id, credential)
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
+        self._shadow_put(job, mark)
         memo.keep(self._disclosed, context_ref, disclosure)
         self._intents.opened(context_ref)
         if self.metrics is not None:
             self.metrics.active.opened(row.expires_at)
-        return Opened(context_ref, row.expires_at, found, coords, fields)
+        return Opened(context_ref, row.expires_at, found, coords, fields, job)
 
     def _context_row(
         self,
@@ -231,9 +245,11 @@ class Runtime(Approvals, Outcomes):
     async def log_disclosed_again(self, opened: Opened) -> None:
         """Log the ``DISCLOSED`` record of a context's disclosure once more (what it was
         resolved on, so it replays as the first did): a client shown the list again."""
+        mark = self._shadow_mark(opened.shadow_job)  # compared again, as a what-if would
         await self.log.append_admitted(
-            self._prepared("DISCLOSED", opened.context_ref, opened.coords, **opened.fields)
+            self._prepared("DISCLOSED", opened.context_ref, opened.coords, **opened.fields, **mark)
         )
+        self._shadow_put(opened.shadow_job, mark)
 
     # ------------------------------------------------------------------ state
 
@@ -296,8 +312,8 @@ class Runtime(Approvals, Outcomes):
         )
         row = self.owned_row(request["contextRef"], credential)
         if row is None:
-            decision = self._decide(None, call, self.clock())
-            return await self._denied(None, call, decision, {})
+            decision, job = self._decide(None, None, call, self.clock())
+            return await self._denied(None, call, decision, {}, job)
         intents = self._intents.of(self.store, row.context_ref)
         wanted = self.ir.approval_tools  # by id, or by the function name the model saw
         approvals = (  # for other tools the context's approvals cannot change the decision
@@ -306,31 +322,39 @@ class Runtime(Approvals, Outcomes):
             else []
         )
         now = self.clock()
-        decision = self._decide(self.state_of(row, intents, approvals), call, now)
+        decision, job = self._decide(row, self.state_of(row, intents, approvals), call, now)
         if decision.tool != call.tool:  # called by its function name: the id from here on
             call = replace(call, tool=decision.tool)
         if decision.outcome == DUPLICATE:
             return await self._duplicate(row, call)
         if decision.outcome != ALLOW:
-            return await self._denied(row, call, decision, row.coordinates)
+            return await self._denied(row, call, decision, row.coordinates, job)
         assert decision.fingerprint is not None
-        return await self._dispatch(row, call, decision, Seen(intents, approvals, now))
+        return await self._dispatch(row, call, decision, Seen(intents, approvals, now), job)
 
-    def _decide(self, state: ContextState | None, call: Call, now: int) -> Decision:
-        """The engine's decision of a call, counted (``seif_decisions_total``)."""
+    def _decide(
+        self, row: ContextRow | None, state: ContextState | None, call: Call, now: int
+    ) -> tuple[Decision, CallJob | None]:
+        """The engine's decision of a call, counted (``seif_decisions_total``), and its job for
+        the shadow build, if one is loaded (compared once its record is logged)."""
         decision = decide(self.ir, state, call, now)
         if self.metrics is not None:
             self.metrics.decided(decision.outcome, decision.reason)
-        return decision
+        return decision, self._shadow_call(row, state, call, now, decision)
 
     async def _denied(
-        self, row: ContextRow | None, call: Call, decision: Decision, coords: Mapping[str, Any]
+        self,
+        row: ContextRow | None,
+        call: Call,
+        decision: Decision,
+        coords: Mapping[str, Any],
+        job: CallJob | None,
     ) -> dict[str, Any]:
         if row is not None and decision.reason in APPROVAL_DENIALS:
             self._hold(row, call, decision)
-        await self._log(
-            "DENIED", row.context_ref if row else None, coords, **self._decision_fields(decision)
-        )
+        fields, mark = self._decision_fields(decision), self._shadow_mark(job)
+        await self._log("DENIED", row.context_ref if row else None, coords, **fields, **mark)
+        self._shadow_put(job, mark)
         return events.receipt(
             call.call_id, call.tool, "DENIED", reason=decision.reason, decision=decision
         )
@@ -379,11 +403,11 @@ class Runtime(Approvals, Outcomes):
             if row.objective != objective:
                 continue
             then = min(self.clock(), row.expires_at - 1)
-            decision = self._decide(self.state_of(row), call, then)
+            decision, job = self._decide(row, self.state_of(row), call, then)
             if decision.outcome == DUPLICATE:
                 return await self._duplicate(row, replace(call, tool=decision.tool))
             if decision.reason == "CALL_CONFLICT":
-                return await self._denied(row, call, decision, row.coordinates)
+                return await self._denied(row, call, decision, row.coordinates, job)
         return None
 
     def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
@@ -394,7 +418,7 @@ class Runtime(Approvals, Outcomes):
         return "UNKNOWN", None
 
     async def _dispatch(
-        self, row: ContextRow, call: Call, decision: Decision, seen: Seen
+        self, row: ContextRow, call: Call, decision: Decision, seen: Seen, job: CallJob | None
     ) -> dict[str, Any]:
         """Commit the intent durably (the store arbitrates: it decides again on the intents
         committed by then, unless they are the ``seen`` ones), then talk to the executor."""
@@ -407,6 +431,7 @@ class Runtime(Approvals, Outcomes):
             return decide(self.ir, state, call, seen.now).outcome == ALLOW
 
         key = (row.context_ref, call.call_id)
+        mark = self._shadow_mark(job)
         created = key not in self._inflight
         event = self._inflight.setdefault(key, asyncio.Event())
         try:
@@ -419,7 +444,11 @@ class Runtime(Approvals, Outcomes):
                 decide=still_allowed,
                 seen=seen.intents,
                 record=self._prepared(
-                    "INTENT", row.context_ref, row.coordinates, **self._decision_fields(decision)
+                    "INTENT",
+                    row.context_ref,
+                    row.coordinates,
+                    **self._decision_fields(decision),
+                    **mark,
                 ),
             )
         except StoreError as exc:  # not claimed (503: retry), or claimed perhaps: UNKNOWN
@@ -429,6 +458,8 @@ class Runtime(Approvals, Outcomes):
                 raise
             LOG.error("a claim went unanswered by the store: the call is UNKNOWN")
             return events.receipt(call.call_id, call.tool, "UNKNOWN", reason="STORE_UNAVAILABLE")
+        if inserted:
+            self._shadow_put(job, mark)  # its INTENT record is logged
         if inserted and existing is not None:
             self._intents.begun(existing)
         if not inserted:
@@ -462,10 +493,10 @@ class Runtime(Approvals, Outcomes):
 
     async def execute_again(self, row: ContextRow, call: Call) -> dict[str, Any]:
         """Lost the race to another request for this call: decide again on the stored state."""
-        decision = self._decide(self.state_of(row), call, self.clock())
+        decision, job = self._decide(row, self.state_of(row), call, self.clock())
         if decision.outcome == DUPLICATE:
             return await self._duplicate(row, call)
-        return await self._denied(row, call, decision, row.coordinates)
+        return await self._denied(row, call, decision, row.coordinates, job)
 
     async def log_interrupted(self, intents: tuple[IntentRow, ...]) -> None:
         """Record, once, the intents a crash left without a receipt: they are UNKNOWN now."""
@@ -491,6 +522,7 @@ class Runtime(Approvals, Outcomes):
         self.pending.stop_sweeping()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.close_shadow()
 
     def _decision_fields(self, decision: Decision) -> dict[str, Any]:
         tool = self.ir.tool_by_id.get(decision.tool)

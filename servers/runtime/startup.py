@@ -29,6 +29,7 @@ from servers.config.files import (
     load_bindings,
     load_credentials,
 )
+from servers.runtime.shadow import BACKLOG
 from servers.store.datadir import DataDir, DataDirError
 from servers.store.interface import DispatchStore, RecordLog
 from servers.store.opening import open_data
@@ -72,6 +73,10 @@ class Prepared:
     replica: ReplicaHold | None = None
     """A replica's hold on a shared store (also ``data``): its held calls, turns, locks and
     lease; None for one runtime on SQLite."""
+    shadow: Build | None = None
+    """A candidate build to evaluate in shadow (``--shadow``), verified like ``build``."""
+    shadow_backlog: int = BACKLOG
+    """Decisions waiting for the shadow at most (``--shadow-backlog``)."""
 
 
 def prepare(
@@ -87,14 +92,25 @@ def prepare(
     require_turn: bool = False,
     clock: Clock = wall_clock,
     keyring_get: Callable[[str, str], str | None] = keyring.get_password,
+    shadow_dir: str | Path | None = None,
+    shadow_backlog: int = BACKLOG,
 ) -> Prepared:
     """Everything checked, the store open: the SQLite one of ``data_dir``, or (``store_url``)
-    a replica's hold on a PostgreSQL database (``servers.runtime.replica``)."""
+    a replica's hold on a PostgreSQL database (``servers.runtime.replica``). ``shadow_dir``:
+    a candidate build to load (verified; its problems are refused with the others)."""
     build, credentials, bindings, token = _configuration(
         build_dir, bindings_path, credentials_path, env, keyring_get
     )
+    shadow = None
+    if shadow_dir is not None:
+        try:
+            shadow = load_build(shadow_dir)
+        except CompileError as exc:
+            raise StartRefused([exc]) from None
     checked = partial(
         Prepared,
+        shadow=shadow,
+        shadow_backlog=shadow_backlog,
         build=build,
         bindings=bindings,
         credentials=credentials,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
+from servers.log.chain import LogHead
 from servers.log.encoding import Admitted
 from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow
 
@@ -92,6 +93,11 @@ class RecordLog(Protocol):
     async def trace_async(
         self, context_ref: str, render: Callable[[list[dict[str, Any]]], T]
     ) -> T: ...
+
+    async def head_async(self) -> LogHead:
+        """The last record written: its seq and digest (``GET /v1/traces/head``), read off
+        the event loop where it needs a read."""
+        ...
 
     def observe_fsyncs(self, observe: Callable[[float], None]) -> None:
         """Tell ``observe`` the seconds of every fsync of the log (a metric; none when the

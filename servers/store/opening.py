@@ -2,8 +2,9 @@
 reconciled with the log (``servers.store.reconcile``), the runtime key read.
 
 Every refusal is a :class:`~servers.store.datadir.DataDirError` naming the file, a code and the
-remedy (``seif serve`` exits 2), raised before anything is changed: a damaged store or log, a
-log that lost records the store had seen (:attr:`Store.log_mark`), a missing log, store or key
+remedy (``seif serve`` exits 2), raised before anything is changed: a damaged store or log (a
+log whose chain of record digests breaks: ``LOG_CHAIN_BROKEN``, naming the seq), a log that
+lost records the store had seen (:attr:`Store.log_mark`), a missing log, store or key
 while the others hold history. The cost is the log's one pass at open (every record decoded
 and checked once, as before), ``PRAGMA quick_check`` (every page of the store read once) and,
 for the records after the store's mark, one indexed query per :data:`~reconcile.CHUNK`
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from servers.log.decision_log import DecisionLog, DecisionLogError, LogScan, TailNotSaved
 from servers.log.index import MAX_CONTEXTS
-from servers.log.reading import DamagedRecord
+from servers.log.reading import ChainBroken, DamagedRecord
 from servers.store.datadir import DECISION_LOG, DISPATCH_DB, RUNTIME_KEY, DataDir, DataDirError
 from servers.store.dispatch import Store, StoreDamaged, StoreError
 from servers.store.reconcile import LogFacts, Reconciled, reconcile
@@ -36,6 +37,13 @@ REBUILD = (
     f" (`touch {DISPATCH_DB}; chmod 600 {DISPATCH_DB}`) to rebuild it from `{DECISION_LOG}`:"
     " every call the log records comes back UNKNOWN and is never dispatched again, contexts"
     " come back, approvals must be given again"
+)
+EVIDENCE = (
+    f"keep `{DECISION_LOG}` as evidence: a record was changed, removed, inserted or moved after"
+    f" it was written (`seif trace verify --log {DECISION_LOG}` names the same seq); to start"
+    f" afresh, move {_STORE_FILES} and `{DECISION_LOG}` aside together (keep them): contexts"
+    " and approvals then start empty and old contextRefs are refused; or restore both from a"
+    " backup whose `seif trace verify` passes"
 )
 RESTORE_LOG = (
     f"restore `{DECISION_LOG}` from a backup at least as recent as the store's last write; "
@@ -129,6 +137,11 @@ def _open_log(
 ) -> DecisionLog:
     try:
         return DecisionLog.open(path, visit=facts, accept=accept, trace_contexts=trace_contexts)
+    except ChainBroken as exc:
+        broken = exc.broken
+        message = f"`{path}`: the chain of record digests breaks at seq {broken.seq} (byte"
+        message += f" {exc.offset}): {broken.problem}"
+        raise _refused(path, "LOG_CHAIN_BROKEN", message, EVIDENCE) from None
     except DamagedRecord as exc:
         message = f"`{path}` is damaged at {exc}"
         raise _refused(path, "LOG_DAMAGED", message, _damage_remedy(exc)) from None

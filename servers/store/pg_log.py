@@ -1,12 +1,18 @@
 """The decision log as the append-only table ``decision_log`` of the PostgreSQL store.
 
-Each row holds one record's bytes exactly as the file log (``servers.log.decision_log``) writes
-them: the canonical CBOR of the record with its envelope ``v``, ``seq`` and ``at``. ``seq`` is
-the table's own (a sequence, so it increases across every replica), taken by the very statement
-that inserts the row: the record is encoded beforehand with the bytes before and after its
-``seq`` value apart (:func:`entry`), and the database function ``seif_log`` joins them around
-the canonical CBOR of the ``seq`` it takes (``servers.store.pg_schema``). Every row also names
-its replica and a per-replica sequence (``replica``, ``replica_seq``: :class:`Sequencer`).
+Each row holds one record's bytes as the file log (``servers.log.decision_log``) encodes them:
+the canonical CBOR of the record with its envelope ``v``, ``seq`` and ``at``, but in record
+format 1, without ``prev``: the table is not hash-chained. A record's ``prev`` would be the
+digest of the record before it, whose bytes hold the ``seq`` the database assigns in the very
+statement that inserts it, so every replica's log writes would have to wait for one another;
+``GET /v1/traces/head`` (:meth:`PgDecisionLog.head`) is what an operator anchors instead.
+
+``seq`` is the table's own (a sequence, so it increases across every replica), taken by the
+very statement that inserts the row: the record is encoded beforehand with the bytes before
+and after its ``seq`` value apart (:func:`entry`), and the database function ``seif_log`` joins
+them around the canonical CBOR of the ``seq`` it takes (``servers.store.pg_schema``). Every
+row also names its replica and a per-replica sequence (``replica``, ``replica_seq``:
+:class:`Sequencer`).
 
 A write of the store inserts its record in the same transaction as the write (it is there iff
 the write committed); the records of a context's claims and completions take their ``seq``
@@ -37,6 +43,7 @@ import psycopg
 from psycopg.rows import class_row, dict_row
 
 from servers.log import encoding
+from servers.log.chain import EMPTY, LogHead, record_digest
 from servers.log.decision_log import TRACE_READERS, Admitted, DecisionLogError, admit
 from servers.log.encoding import encoded
 from servers.store import pg_schema as schema
@@ -53,6 +60,7 @@ LostRecord = Callable[[IntentRow, ContextRow | None], Mapping[str, Any]]
 _NO_RECORD = ("log_replica", "log_replica_seq", "log_ref", "log_event", "log_head", "log_tail")
 TRACE = "SELECT record FROM decision_log WHERE context_ref = %s ORDER BY seq"
 EVERY_RECORD = "SELECT record FROM decision_log ORDER BY seq"
+LAST_RECORD = "SELECT seq, record FROM decision_log ORDER BY seq DESC LIMIT 1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +75,17 @@ class Entry:
 
 
 def entry(fields: Admitted) -> Entry:
-    """Encode an admitted record (``servers.log.encoding.admit``) for the table. The order of
-    a canonical map's keys does not depend on its values, and a map's header counts entries,
-    not bytes, so ``head + cbor_uint(seq) + tail`` is ``encoded(fields, seq)`` for any seq."""
-    zero = encoded(dict(fields), 0)
+    """Encode an admitted record (``servers.log.encoding.admit``) for the table, in record
+    format 1 (``encoding.unchained``: ``v`` 1, no ``prev``). The order of a canonical map's
+    keys does not depend on its values, and a map's header counts entries, not bytes, so
+    ``head + cbor_uint(seq) + tail`` is ``encoded(unchained(fields), seq)`` for any seq."""
+    record = encoding.unchained(fields)
+    zero = encoded(dict(record), 0)
     at = zero.find(_SEQ_ZERO)
     if at >= 0 and zero.find(_SEQ_ZERO, at + 1) < 0:
         value_at = at + len(_SEQ_ZERO) - 1
     else:  # the bytes occur in a value too: find the seq's by changing it
-        one = encoded(dict(fields), 1)
+        one = encoded(dict(record), 1)
         value_at = next(i for i, (a, b) in enumerate(zip(zero, one, strict=True)) if a != b)
     ref = fields.get("contextRef")
     head, tail = zero[:value_at], zero[value_at + 1 :]
@@ -177,13 +187,31 @@ class PgDecisionLog:
     async def trace_async(self, context_ref: str, render: Callable[[list[dict[str, Any]]], T]) -> T:
         """:meth:`trace`, then ``render(records)``, both in a reader thread: the event loop only
         waits."""
+        readers = self._reader_threads()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(readers, lambda: render(self.trace(context_ref)))
+
+    def head(self) -> LogHead:
+        """The record of the table's highest ``seq`` (committed and visible now): its seq and
+        the digest of its bytes (both None for an empty table)."""
+        self._check_open()
+        found = self._db.select(LAST_RECORD, ())
+        if not found:
+            return EMPTY
+        seq, raw = found[0]
+        return LogHead(int(seq), record_digest(bytes(raw)))
+
+    async def head_async(self) -> LogHead:
+        """:meth:`head`, read in a reader thread: the event loop only waits."""
+        readers = self._reader_threads()
+        return await asyncio.get_running_loop().run_in_executor(readers, self.head)
+
+    def _reader_threads(self) -> ThreadPoolExecutor:
         with self._lock:
             self._check_open()
             if self._readers is None:
                 self._readers = ThreadPoolExecutor(TRACE_READERS, thread_name_prefix="pg-traces")
-            readers = self._readers
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(readers, lambda: render(self.trace(context_ref)))
+            return self._readers
 
     def record_bytes(self) -> Iterator[bytes]:
         """Every record's bytes in ``seq`` order, from one snapshot: concatenated, a decision-log
