@@ -15,7 +15,7 @@ over its log agree record for record. A call is compared on its outcome and reas
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -117,21 +117,22 @@ class Shadow:
     def call(
         self,
         state: ContextState | None,
-        inputs: Inputs | None,
+        inputs: Callable[[], Inputs] | None,
         call: Call,
         now: int,
         baseline: Decision,
     ) -> CallChange | None:
         """How the candidate would decide ``call`` on ``state`` (the context as the promoted
-        build sees it: its history is kept, its disclosure is the candidate's of ``inputs``,
-        the context's recorded resolution inputs) otherwise than ``baseline``; None if alike."""
+        build sees it: its history is kept, its disclosure is the candidate's of the context's
+        recorded resolution inputs, which ``inputs`` reads when the comparer does not keep that
+        disclosure already) otherwise than ``baseline``; None if alike."""
         candidate_state = None
         if state is not None:
             disclosure = self._by_context.get(state.context_ref)
             if disclosure is None:
-                if inputs is None:
+                if inputs is None:  # read only for a context not seen resolved
                     raise ValueError("a context's resolution inputs are needed to shadow its call")
-                disclosure = self.disclosed(inputs, state.context_ref)[0]
+                disclosure = self.disclosed(inputs(), state.context_ref)[0]
             candidate_state = replace(state, disclosure=disclosure)
         decision = decide(self.ir, candidate_state, call, now)
         before = CallOutcome(baseline.outcome, baseline.reason)

@@ -228,7 +228,8 @@ class ShadowWorker:
         if isinstance(job, ResolveJob):
             change = self._shadow.resolution(job.inputs, job.baseline, job.context_ref)
             return None if change is None else self._fragment(change)
-        inputs = resolution_inputs(job.row) if job.row is not None else None
+        row = job.row
+        inputs = partial(resolution_inputs, row) if row is not None else None
         call = self._shadow.call(job.state, inputs, job.call, job.at, job.decision)
         if call is None:
             return None
