@@ -20,12 +20,11 @@ from policy.decision import ALLOW, DUPLICATE, Decision, decide
 from policy.disclosure import Disclosure, disclose, disclosure_context
 from policy.ir import Project
 from policy.jsonvalue import thaw
-from policy.recorded import Inputs
 from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
 from servers.config.files import Bindings
 from servers.executor.client import ExecutorClient
 from servers.executor.observing import Observer
-from servers.log.decision_log import Admitted, Fragment, admit
+from servers.log.decision_log import Admitted, admit
 from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
 from servers.runtime.errors import HttpError
@@ -189,9 +188,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
             )
         coords["objective"] = objective
         context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
-        inputs = Inputs(objective, events.coordinates(coords), observations)
-        summary = found.summary.value if isinstance(found.summary, Fragment) else found.summary
-        job = self._shadow_resolution(context_ref, coords, now, inputs, summary)
+        job = self._shadow_resolution(context_ref, coords, now, observations, found.summary)
         mark = self._shadow_mark(job)
         fields = {
             "objective": objective,

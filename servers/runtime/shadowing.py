@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from policy.decision import DUPLICATE, Decision
 from policy.recorded import Inputs, Summary
 from policy.state import Call, ContextState
-from servers.log.decision_log import Admitted, admit
+from servers.log.decision_log import Admitted, Fragment, admit
+from servers.runtime import events
 from servers.runtime.shadow import BACKLOG, CallJob, Job, ResolveJob, ShadowWorker
 from servers.store.rows import ContextRow
 
@@ -52,13 +53,17 @@ class Shadowing:
         context_ref: str | None,
         coords: Mapping[str, Any],
         at: int,
-        inputs: Inputs,
-        baseline: Summary,
+        observations: Mapping[str, Mapping[str, Any]],
+        baseline: Summary | Fragment,
     ) -> ResolveJob | None:
-        """A resolution's job for the shadow (None without one)."""
+        """A resolution's job for the shadow: its inputs as its ``DISCLOSED`` record holds them
+        (what a what-if reads back) and the promoted build's summary. None without a shadow:
+        nothing is built then."""
         if self.shadow is None:
             return None
-        return ResolveJob(context_ref, dict(coords), at, inputs, baseline)
+        inputs = Inputs(coords["objective"], events.coordinates(coords), observations)
+        summary = baseline.value if isinstance(baseline, Fragment) else baseline
+        return ResolveJob(context_ref, dict(coords), at, inputs, summary)
 
     def _shadow_call(
         self,
