@@ -42,6 +42,7 @@ from compiler.build import write_build
 from policy.ir import Project, Tool
 from policy.strictjson import loads
 from servers.executor import client as executor_client
+from servers.executor import interface as executor_interface
 from servers.http.app import RUNTIME, create_app
 from servers.http.serving import GuardedSite, Limits
 from servers.runtime.service import Runtime
@@ -641,7 +642,7 @@ def execute_request(
 ) -> dict[str, Any]:
     """The client's ``execute_body`` for ``tool`` at :data:`COORDS` (``coords`` replacing some),
     with the client's idempotency key of ``call_id``."""
-    key = executor_client.idempotency_key(COORDS["build"], COORDS["context"], call_id)
+    key = executor_interface.idempotency_key(COORDS["build"], COORDS["context"], call_id)
     return executor_client.execute_body(tool, arguments, call_id, key, {**COORDS, **coords})
 
 

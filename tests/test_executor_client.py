@@ -27,9 +27,9 @@ from servers.executor.client import (
     ExecutorClient,
     Outcome,
     execute_body,
-    idempotency_key,
     new_transport,
 )
+from servers.executor.interface import idempotency_key
 
 ROOT = Path(__file__).resolve().parent.parent
 IR = compile_project(ROOT / "reference" / "agent-tools" / "context-project.json")

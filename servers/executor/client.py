@@ -35,23 +35,30 @@ loses its receipt (``servers.runtime.service.Runtime.drain`` waits for those tas
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from policy.ir import Tool
 from policy.jsonvalue import iter_strings, thaw
 from policy.strictjson import JsonError, dump_bytes, loads
 from servers.executor.http1 import Http1Client, Response, TransportError
+from servers.executor.interface import (
+    COORDINATES,
+    FAILED,
+    READY,
+    SUCCEEDED,
+    UNKNOWN,
+    Dispatch,
+    Observation,
+    Outcome,
+    unavailable,
+)
 
 CONTRACT = "context-tool-executor.v1"
-COORDINATES = ("build", "consumer", "objective", "environment", "deployment", "trace", "context")
-SUCCEEDED, FAILED, UNKNOWN = "SUCCEEDED", "FAILED", "UNKNOWN"
-READY, UNAVAILABLE = "READY", "UNAVAILABLE"
 MAX_DESCRIPTOR_FIELD = 200
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -75,30 +82,7 @@ class BindingLike(Protocol):
     def secret(self) -> str | None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one ``execute`` gave.
-
-    ``output`` is set only for ``SUCCEEDED`` (validated against the tool's result schema when it
-    has one). ``reason`` is a code such as ``RESULT_INVALID``, ``EXECUTOR_ERROR``, ``TIMEOUT``,
-    ``INVALID_RESPONSE``, ``CREDENTIAL_REFLECTED``, ``TOO_LARGE``, ``REDIRECT``,
-    ``CONNECTION_LOST``, ``CONNECTION_REFUSED``. ``error_code`` is the executor's own
-    ``error.code`` when it said ``ok: false`` (its message is never kept).
-    """
-
-    status: str
-    output: Any = field(default=None, repr=False)  # never in a log line by accident
-    reason: str | None = None
-    error_code: str | None = None
-
-
 # --- protocol values -----------------------------------------------------------------------
-
-
-def idempotency_key(build_digest: str, context_ref: str, call_id: str) -> str:
-    """``sha256(build digest | contextRef | callId)`` in lowercase hex, as the spec derives it."""
-    material = f"{build_digest}|{context_ref}|{call_id}".encode()
-    return hashlib.sha256(material).hexdigest()
 
 
 def execute_body(
@@ -193,7 +177,7 @@ def _short(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_DESCRIPTOR_FIELD
 
 
-def _interpret_describe(reply: Response, binding: BindingLike) -> dict[str, Any]:
+def _interpret_describe(reply: Response, binding: BindingLike) -> Observation:
     if 300 <= reply.status < 400:
         return unavailable("REDIRECT")
     if reply.status != 200:
@@ -207,11 +191,6 @@ def _interpret_describe(reply: Response, binding: BindingLike) -> dict[str, Any]
     if tool["id"] != binding.tool:
         return unavailable("TOOL_MISMATCH")
     return {"state": READY, "version": tool["version"], "contractDigest": tool["contractDigest"]}
-
-
-def unavailable(detail: str) -> dict[str, Any]:
-    """An ``UNAVAILABLE`` observation with a short reason code."""
-    return {"state": UNAVAILABLE, "detail": detail}
 
 
 # --- transport -----------------------------------------------------------------------------
@@ -250,7 +229,7 @@ class ExecutorClient:
     def __init__(self, transport: Http1Client) -> None:
         self._transport = transport
 
-    async def describe(self, binding: BindingLike) -> dict[str, Any]:
+    async def describe(self, binding: BindingLike) -> Observation:
         """``{"state": "READY", "version", "contractDigest"}`` or
         ``{"state": "UNAVAILABLE", "detail": code}``. Never raises (but for cancellation)."""
         try:
@@ -295,3 +274,25 @@ class ExecutorClient:
             log.error("executor %s %s: %s", binding.tool, suffix[1:], type(error).__name__)
             raise TransportError("CLIENT_ERROR") from None
         return _unreflected(response, binding)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpExecutor:
+    """A tool bound to an endpoint that speaks ``context-tool-executor.v1``: an
+    :class:`~servers.executor.interface.Executor` over a shared :class:`ExecutorClient`."""
+
+    binding: BindingLike
+    client: ExecutorClient
+
+    @property
+    def tool(self) -> str:
+        return self.binding.tool
+
+    async def describe(self) -> Observation:
+        return await self.client.describe(self.binding)
+
+    async def dispatch(self, call: Dispatch) -> Outcome:
+        body = execute_body(
+            call.tool, call.arguments, call.call_id, call.idempotency_key, call.coordinates
+        )
+        return await self.client.execute(self.binding, call.tool, body)

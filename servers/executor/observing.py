@@ -13,16 +13,12 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from servers.config.files import Bindings
-from servers.executor.client import ExecutorClient
-
-Observation = dict[str, Any]
+from servers.executor.interface import Executors, Observation, unavailable
 
 
 class Observer:
-    def __init__(self, bindings: Bindings, client: ExecutorClient) -> None:
-        self._bindings = bindings
-        self._client = client
+    def __init__(self, executors: Executors) -> None:
+        self._executors = executors
         self._running: dict[str, asyncio.Future[Observation]] = {}
 
     async def observe(self, tool_id: str) -> Observation:
@@ -35,14 +31,14 @@ class Observer:
         return {tool_id: await asyncio.shield(found) for tool_id, found in running}
 
     def _observing(self, tool_id: str) -> asyncio.Future[Observation]:
-        binding = self._bindings.tools.get(tool_id)
-        if binding is None:
+        executor = self._executors.get(tool_id)
+        if executor is None:
             unbound: asyncio.Future[Observation] = asyncio.get_running_loop().create_future()
-            unbound.set_result({"state": "UNAVAILABLE", "detail": "not bound"})
+            unbound.set_result(unavailable("not bound"))
             return unbound
         running = self._running.get(tool_id)
         if running is None:
-            running = asyncio.ensure_future(self._client.describe(binding))
+            running = asyncio.ensure_future(executor.describe())
             self._running[tool_id] = running
             running.add_done_callback(partial(_forget, self._running, tool_id))
         return running

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from servers.config.files import Credential, Credentials
-from servers.executor.client import ExecutorClient, new_transport
+from servers.executor import open_executors
 from servers.http import openapi, wire
 from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
@@ -270,7 +270,7 @@ async def traces_head(request: web.Request) -> web.Response:
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
-    transport = new_transport()
+    executors = open_executors(prepared.bindings)
     # opened, checked and reconciled by `prepare`; a write's record is logged by the store's
     # writer, after its commit
     store, log = prepared.store, prepared.log
@@ -285,7 +285,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         bindings=prepared.bindings,
         store=store,
         log=log,
-        client=ExecutorClient(transport),
+        executors=executors,
         fingerprint_key=prepared.fingerprint_key,
         clock=prepared.clock,
         pending=pending if pending is not None else PendingCalls(),
@@ -305,7 +305,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await app[RUNTIME].drain()
-        await transport.close()
+        await executors.aclose()
         if lease is not None:
             lease.cancel()
             await asyncio.gather(lease, return_exceptions=True)

@@ -15,15 +15,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from policy.state import Call
-from servers.executor.client import execute_body, idempotency_key
+from servers.executor.interface import Dispatch, idempotency_key
 from servers.runtime import events
 from servers.store.rows import ContextRow, IntentUnknown, StoreError
 
 if TYPE_CHECKING:
     from compiler.build import Build
     from policy.ir import Project, Tool
-    from servers.config.files import Bindings
-    from servers.executor.client import ExecutorClient
+    from servers.executor.interface import Executors
     from servers.log.decision_log import Admitted
     from servers.runtime.metrics import Metrics
     from servers.runtime.values import IntentsView
@@ -37,9 +36,8 @@ class Outcomes:
 
     if TYPE_CHECKING:  # provided by the Runtime dataclass
         build: Build
-        bindings: Bindings
         store: DispatchStore
-        client: ExecutorClient
+        executors: Executors
         metrics: Metrics | None
         _intents: IntentsView
         _retries: set[asyncio.Task[None]]
@@ -54,27 +52,28 @@ class Outcomes:
 
     async def _run(self, row: ContextRow, call: Call, fp: str) -> dict[str, Any]:
         tool: Tool = self.ir.tool_by_id[call.tool]
-        binding = self.bindings.tools.get(tool.id)
-        probe = await self.observe(tool.id) if binding is not None else {"state": "UNAVAILABLE"}
+        executor = self.executors.get(tool.id)
+        probe = await self.observe(tool.id) if executor is not None else {"state": "UNAVAILABLE"}
         if (probe.get("state"), probe.get("version"), probe.get("contractDigest")) != (
             "READY",
             tool.version,
             tool.contract_digest,
-        ) or binding is None:
+        ) or executor is None:
             reason = "TOOL_UNAVAILABLE" if probe.get("state") != "READY" else "TOOL_INCOMPATIBLE"
             return await self._complete(row, call, fp, "FAILED", reason, None, probe)
-        body = execute_body(
-            tool,
-            call.arguments,
-            call.call_id,
-            idempotency_key(self.build.digest, row.context_ref, call.call_id),
-            {
-                "build": self.build.digest,
-                **events.coordinates(row.coordinates),
-                "context": row.context_ref,
-            },
+        outcome = await executor.dispatch(
+            Dispatch(
+                tool=tool,
+                arguments=call.arguments,
+                call_id=call.call_id,
+                idempotency_key=idempotency_key(self.build.digest, row.context_ref, call.call_id),
+                coordinates={
+                    "build": self.build.digest,
+                    **events.coordinates(row.coordinates),
+                    "context": row.context_ref,
+                },
+            )
         )
-        outcome = await self.client.execute(binding, tool, body)
         return await self._complete(
             row,
             call,

@@ -22,7 +22,7 @@ from policy.ir import Project
 from policy.jsonvalue import thaw
 from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
 from servers.config.files import Bindings
-from servers.executor.client import ExecutorClient
+from servers.executor.interface import Executors
 from servers.executor.observing import Observer
 from servers.log.decision_log import Admitted, admit
 from servers.runtime import events, redact
@@ -67,7 +67,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
     bindings: Bindings
     store: DispatchStore
     log: RecordLog
-    client: ExecutorClient
+    executors: Executors
     fingerprint_key: bytes
     clock: Clock
     _disclosed: dict[str, Disclosure] = field(default_factory=dict)
@@ -98,7 +98,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
     _shadow_writes: set[asyncio.Task[int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self._observer = Observer(self.bindings, self.client)
+        self._observer = Observer(self.executors)
         self._watch_expiries()  # expiries of held calls and approvals are logged
 
     @property
@@ -114,7 +114,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
         contract, ``INCOMPATIBLE`` when it describes another, ``UNAVAILABLE`` otherwise."""
         states = {}
         for tool in self.ir.tools:
-            if tool.id in self.bindings.tools:
+            if self.executors.get(tool.id) is not None:
                 seen = await self.observe(tool.id)
                 exact = (seen.get("state"), seen.get("version"), seen.get("contractDigest"))
                 if exact == ("READY", tool.version, tool.contract_digest):
