@@ -34,13 +34,16 @@ from runtime_harness import (
     running_stack,
 )
 
-from servers.http import app as app_module
-from servers.http.app import RUNTIME, TURNS
+from servers.http.app import RUNTIME
 from servers.log.decision_log import read_records
 from servers.runtime import pending as pending_module
+from servers.runtime import turns as turns_module
 from servers.runtime.events import iso
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
+from servers.store.memory import MemoryTurns
+from servers.store.rows import TurnRow
+from servers.support import bounded
 
 MINUTE = 60_000
 APPROVAL_TTL = 5 * MINUTE
@@ -187,7 +190,18 @@ def test_approving_or_dispatching_forgets_the_arguments(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ turns
 
 
-def test_turns_are_pruned_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _memory(s: Stack) -> MemoryTurns:
+    store = s.runtime_app[RUNTIME].turns.store
+    assert isinstance(store, MemoryTurns)
+    return store
+
+
+def _turns(s: Stack) -> bounded.Owned[str, TurnRow]:
+    """The turns one runtime keeps, oldest first (``held_by`` counts a credential's)."""
+    return _memory(s).kept
+
+
+def test_turns_are_pruned_and_bounded(tmp_path: Path) -> None:
     async def start(s: Stack) -> str:
         reply = await s.call("POST", "/v1/turns")
         assert reply.status == 200
@@ -195,7 +209,7 @@ def test_turns_are_pruned_and_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
         return turn
 
     async def scenario(s: Stack, _runtime: Runtime, clock: FakeClock) -> None:
-        turns = s.runtime_app[TURNS]
+        turns = _turns(s)
         done = await start(s)
         complete = await s.call("POST", f"/v1/turns/{done}/complete", {"outcome": "COMPLETED"})
         assert complete.status == 200
@@ -205,7 +219,7 @@ def test_turns_are_pruned_and_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
         fresh = await start(s)
         assert list(turns) == [fresh]
 
-        monkeypatch.setattr(app_module, "MAX_TURNS", 4)
+        _memory(s).limit = 4
         live = [await start(s) for _ in range(6)]
         assert list(turns) == live[-4:]  # the oldest live ones went first
         gone = await s.call(
@@ -290,24 +304,22 @@ def test_one_credential_filling_its_turns_never_drops_another_s(tmp_path: Path) 
         assert await resolve_in(s, theirs[-1], OTHER) == 200
         assert await resolve_in(s, theirs[-1_001], OTHER) == 403  # its own oldest went
         assert await resolve_in(s, theirs[-1_000], OTHER) == 200
-        turns = s.runtime_app[TURNS]
-        assert app_module.MAX_TURNS_PER_CREDENTIAL == 1_000
+        turns = _turns(s)
+        assert turns_module.MAX_TURNS_PER_CREDENTIAL == 1_000
         assert len(turns) == 1_002 and turns.held_by("other-app") == 1_000
 
     run_two_apps(tmp_path, scenario, require_turn=True)
 
 
-def test_the_turns_in_all_drop_the_busiest_credential_s_oldest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_turns_in_all_drop_the_busiest_credential_s_oldest(tmp_path: Path) -> None:
     async def scenario(s: Stack, _runtime: Runtime, _clock: FakeClock) -> None:
-        monkeypatch.setattr(app_module, "MAX_TURNS", 8)  # the bound in all, made reachable
+        _memory(s).limit = 8  # the bound in all, made reachable
         mine = [await start_turn(s) for _ in range(2)]
         readers = [await start_turn(s, READER) for _ in range(2)]
         theirs = [await start_turn(s, OTHER) for _ in range(30)]
         assert [await resolve_in(s, t) for t in mine] == [200, 200]
         assert [await resolve_in(s, t, READER) for t in readers] == [200, 200]
-        turns = s.runtime_app[TURNS]
+        turns = _turns(s)
         assert len(turns) == 8 and turns.held_by("other-app") == 4
         assert set(mine + readers + theirs[-4:]) == set(turns)
 

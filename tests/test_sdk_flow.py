@@ -39,7 +39,8 @@ from seif import (
     TurnRequest,
 )
 from seif.formats import from_openai_tool_call
-from servers.http.app import TURNS
+from servers.http.app import RUNTIME
+from servers.store.memory import MemoryTurns
 
 AUTHORING = {"objective": "authoring", "consumer": "course-authoring"}
 SEARCH = {"query": "median outliers", "limit": 3}
@@ -63,8 +64,9 @@ async def events(stack: Stack, context_ref: str, kind: str) -> list[dict[str, An
 
 
 def turn_outcome(stack: Stack, turn_id: str) -> str | None:
-    outcome: str | None = stack.runtime_app[TURNS][turn_id].outcome
-    return outcome
+    store = stack.runtime_app[RUNTIME].turns.store
+    assert isinstance(store, MemoryTurns)
+    return store.kept[turn_id].outcome
 
 
 def test_a_scripted_model_through_run_agent_turn(tmp_path: Path) -> None:
@@ -343,7 +345,9 @@ def test_run_agent_turn_resolve_failure_closes_the_turn(tmp_path: Path) -> None:
             with pytest.raises(BadRequestError, match="OBJECTIVE_UNKNOWN"):
                 await sdk.run_agent_turn({"objective": "nope"}, handler)
             assert ran == []
-            outcomes = [t.outcome for t in s.runtime_app[TURNS].values()]
+            store = s.runtime_app[RUNTIME].turns.store
+            assert isinstance(store, MemoryTurns)
+            outcomes = [t.outcome for t in store.kept.values()]
             assert outcomes == ["FAILED"]
 
     run_async(scenario())

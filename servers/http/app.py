@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -22,44 +20,25 @@ from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
 from servers.http.wire import json_response
 from servers.runtime.errors import HttpError
-from servers.runtime.events import iso
 from servers.runtime.metrics import Metrics
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
 from servers.runtime.shadow import ShadowWorker
 from servers.runtime.startup import Prepared
-from servers.runtime.turns import StoredTurns
+from servers.runtime.turns import Turns
 from servers.runtime.values import alone
-from servers.support import bounded
+from servers.store.memory import MemoryTurns
+from servers.store.pg_turns import StoredTurns
 
 LOG = logging.getLogger("seif.runtime")
 RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
 PREPARED: web.AppKey[Prepared] = web.AppKey("prepared", Prepared)
-TURN_TTL_MS = 15 * 60 * 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass(slots=True)
-class Turn:
-    credential: str
-    expires_at: int
-    outcome: str | None = None
-
-
-TURNS: web.AppKey[bounded.Owned[str, Turn]] = web.AppKey("turns", bounded.Owned)
-STORED_TURNS: web.AppKey[StoredTurns | None] = web.AppKey("stored_turns")
-"""The turns of replicas on a shared store (``servers.runtime.turns``), used instead of
-:data:`TURNS` when set."""
 MCP_REVISIONS: web.AppKey[tuple[str, ...]] = web.AppKey("mcp_revisions", tuple)
 """The MCP revisions served at ``/mcp/{objective}`` (``servers.mcp`` mounts them), if any."""
 APPROVAL: web.AppKey[Credentials] = web.AppKey("approval", Credentials)
 """The runner approval credential alone, compared as application tokens are."""
-MAX_TURNS = 10_000
-"""Turns held in memory at most, a last resort: the credential holding the most loses its
-oldest (finished, that is completed or expired, ones are dropped first)."""
-MAX_TURNS_PER_CREDENTIAL = 1_000
-"""Turns of one credential held at most: starting one more drops that credential's oldest."""
 
 
 def bearer_credential(request: web.Request, scope: str | None) -> Credential:
@@ -94,28 +73,7 @@ def _approver(request: web.Request) -> str:
 
 
 def _live_turn(request: web.Request, credential: Credential, turn_id: str | None) -> str | None:
-    runtime = request.app[RUNTIME]
-    if turn_id is None:
-        if request.app[PREPARED].require_turn:
-            raise HttpError(403, "TURN_REQUIRED", "start a turn and pass its `turnId`")
-        return None
-    turn = _turn(request, turn_id)
-    if (
-        turn is None
-        or turn.credential != credential.id
-        or turn.outcome is not None
-        or runtime.clock() >= turn.expires_at
-    ):
-        raise HttpError(403, "TURN_REQUIRED", "`turnId` is not a live turn of this credential")
-    return turn_id
-
-
-def _turn(request: web.Request, turn_id: str) -> Turn | None:
-    stored = request.app[STORED_TURNS]
-    if stored is None:
-        return request.app[TURNS].get(turn_id)
-    row = stored.get(turn_id)
-    return Turn(row.credential_id, row.expires_at, row.outcome) if row is not None else None
+    return request.app[RUNTIME].turns.live(credential.id, turn_id)
 
 
 async def health(_request: web.Request) -> web.Response:
@@ -146,22 +104,7 @@ async def openapi_doc(_request: web.Request) -> web.Response:
 
 async def start_turn(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "context.resolve")
-    turn_id = "turn_" + secrets.token_urlsafe(18)
-    now = request.app[RUNTIME].clock()
-    expires = now + TURN_TTL_MS
-    stored = request.app[STORED_TURNS]
-    if stored is not None:
-        stored.start(turn_id, credential.id, expires, MAX_TURNS_PER_CREDENTIAL)
-        return json_response({"turnId": turn_id, "expiresAt": iso(expires)})
-    request.app[TURNS].admit(  # finished turns go first, then this credential's oldest
-        turn_id,
-        Turn(credential.id, expires),
-        owner=credential.id,
-        limit=MAX_TURNS,
-        per_owner=MAX_TURNS_PER_CREDENTIAL,
-        finished=lambda turn: turn.outcome is not None or now >= turn.expires_at,
-    )
-    return json_response({"turnId": turn_id, "expiresAt": iso(expires)})
+    return json_response(request.app[RUNTIME].turns.start(credential.id))
 
 
 async def complete_turn(request: web.Request) -> web.Response:
@@ -169,15 +112,8 @@ async def complete_turn(request: web.Request) -> web.Response:
     body = wire.fields(await wire.read_json(request), wire.COMPLETE_TURN)
     if body["outcome"] not in ("COMPLETED", "FAILED"):
         raise wire.bad_request("`outcome` must be `COMPLETED` or `FAILED`")
-    turn_id = request.match_info["turnId"]
-    turn = _turn(request, turn_id)
-    if turn is None or turn.credential != credential.id:
-        raise HttpError(404, "TURN_UNKNOWN", "no such turn")
-    stored = request.app[STORED_TURNS]
-    if turn.outcome is not None or (stored and not stored.complete(turn_id, body["outcome"])):
-        raise HttpError(409, "TURN_COMPLETED", "the turn was completed already")
-    turn.outcome = body["outcome"]
-    return json_response({"turnId": request.match_info["turnId"], "outcome": turn.outcome})
+    turns, turn_id = request.app[RUNTIME].turns, request.match_info["turnId"]
+    return json_response(turns.complete(credential.id, turn_id, body["outcome"]))
 
 
 async def resolve(request: web.Request) -> web.Response:
@@ -293,6 +229,11 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         exclusive=replica.exclusive if replica is not None else alone,
         metrics=app[METRICS],
         shadow=_shadow_of(prepared, app[METRICS]),
+        turns=Turns(
+            StoredTurns(replica.store) if replica is not None else MemoryTurns(),
+            prepared.clock,
+            required=prepared.require_turn,
+        ),
     )
     runtime = app[RUNTIME]
     runtime.start_shadow()
@@ -327,8 +268,6 @@ def create_app(prepared: Prepared) -> web.Application:
     app = web.Application(middlewares=[counted, errors], client_max_size=wire.MAX_BODY_BYTES)
     app[METRICS] = Metrics()
     app[PREPARED] = prepared
-    app[TURNS] = bounded.Owned()
-    app[STORED_TURNS] = prepared.replica.turns() if prepared.replica is not None else None
     app[MCP_REVISIONS] = ()  # none unless `servers.mcp` is mounted
     token = prepared.approval_token
     app[APPROVAL] = Credentials(

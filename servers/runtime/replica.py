@@ -21,7 +21,6 @@ import psycopg
 
 from servers.config.files import Bindings, ConfigError, Problem
 from servers.runtime.shared_pending import SharedPendingCalls
-from servers.runtime.turns import StoredTurns
 from servers.store.pg_held import HeldTable
 from servers.store.postgres import PgDecisionLog, PgStore
 from servers.store.rows import StoreError
@@ -62,10 +61,6 @@ class ReplicaHold:
     def exclusive(self, name: str, wait_s: float = 10.0) -> AbstractAsyncContextManager[None]:
         """``name`` held by this replica alone (``PgStore.exclusive``)."""
         return self.store.exclusive(name, wait_s)
-
-    def turns(self) -> StoredTurns:
-        """The turns, shared through the store."""
-        return StoredTurns(self.store)
 
     def pending_calls(
         self, clock: Callable[[], int], approval_tools: frozenset[str]

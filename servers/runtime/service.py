@@ -35,6 +35,7 @@ from servers.runtime.pending import PendingCalls
 from servers.runtime.resolved import Resolved, ResolvedCache
 from servers.runtime.shadow import CallJob, ResolveJob, ShadowWorker
 from servers.runtime.shadowing import Shadowing
+from servers.runtime.turns import Turns
 from servers.runtime.values import Exclusive, IntentsView, Seen, alone
 from servers.store.interface import DispatchStore, RecordLog
 from servers.store.rows import ApprovalRow, ContextRow, IntentRow, StoreError, StoreUnanswered
@@ -70,6 +71,8 @@ class Runtime(Approvals, Outcomes, Shadowing):
     executors: Executors
     fingerprint_key: bytes
     clock: Clock
+    turns: Turns
+    """The turns applications start (``POST /v1/turns``)."""
     _disclosed: dict[str, Disclosure] = field(default_factory=dict)
     """Disclosures of contexts just resolved, until their state is first built."""
     _states: dict[str, ContextState] = field(default_factory=dict)

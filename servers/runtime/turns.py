@@ -1,40 +1,67 @@
-"""Turns kept in a shared store, so that every replica knows a turn started on any.
-
-One runtime keeps its turns in memory (``servers.http.app``, bounded). Replicas on one
-PostgreSQL store keep them in its ``turns`` table instead: a turn started through one replica
-is live on all, and is completed once whichever replica completes it (the row's outcome is set
-only while it is unset). Each credential keeps its newest ``MAX_TURNS_PER_CREDENTIAL`` turns
-(``servers.http.app``; starting one more forgets its oldest); turns are forgotten an hour past
-their expiry (``servers.store.pg_held.HeldTable.tidy``).
+"""Turns: an application starts one, passes its ``turnId`` with the resolves and executes of
+the turn, and reports its technical completion. With ``--require-turn`` resolve and execute
+need a live turn of their credential. The turns are kept by the backend's
+:class:`~servers.store.interface.TurnStore` (in memory for one runtime, shared by replicas).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import secrets
+from collections.abc import Callable
+from typing import Any
 
-from servers.store.rows import StoreError, TurnRow
+from servers.runtime.errors import HttpError
+from servers.runtime.events import iso
+from servers.store.interface import TurnStore
+from servers.store.rows import TurnRow
 
-if TYPE_CHECKING:
-    from servers.store.postgres import PgStore
+TURN_TTL_MS = 15 * 60 * 1000
+MAX_TURNS_PER_CREDENTIAL = 1_000
+"""Turns of one credential kept at most: starting one more forgets that credential's oldest."""
+OUTCOMES = ("COMPLETED", "FAILED")
 
 
-class StoredTurns:
-    def __init__(self, store: PgStore) -> None:
-        self._store = store
+class Turns:
+    def __init__(self, store: TurnStore, clock: Callable[[], int], *, required: bool) -> None:
+        self.store = store
+        self._clock = clock
+        self.required = required
+        """``--require-turn``: resolve and execute need a live turn."""
 
-    def start(self, turn_id: str, credential_id: str, expires_at: int, per_credential: int) -> None:
-        self._store.save_turn(TurnRow(turn_id=turn_id, credential_id=credential_id,
-                                      expires_at=expires_at))  # fmt: skip
-        self._store.trim_turns(credential_id, per_credential)
+    def start(self, credential: str) -> dict[str, Any]:
+        """A new turn of ``credential``: ``{"turnId", "expiresAt"}``."""
+        turn_id = "turn_" + secrets.token_urlsafe(18)
+        now = self._clock()
+        row = TurnRow(turn_id=turn_id, credential_id=credential, expires_at=now + TURN_TTL_MS)
+        self.store.start(row, per_credential=MAX_TURNS_PER_CREDENTIAL, now_ms=now)
+        return {"turnId": turn_id, "expiresAt": iso(row.expires_at)}
 
-    def get(self, turn_id: str) -> TurnRow | None:
-        return self._store.turn(turn_id)
+    def complete(self, credential: str, turn_id: str, outcome: str) -> dict[str, Any]:
+        """Record the turn's outcome, once: 404 ``TURN_UNKNOWN`` for a turn of another
+        credential or none, 409 ``TURN_COMPLETED`` when it was completed already."""
+        turn = self.store.get(turn_id)
+        if turn is None or turn.credential_id != credential:
+            raise HttpError(404, "TURN_UNKNOWN", "no such turn")
+        done = turn.outcome is None and self.store.complete(turn_id, outcome)
+        if done is None:
+            raise HttpError(404, "TURN_UNKNOWN", "no such turn")
+        if not done:
+            raise HttpError(409, "TURN_COMPLETED", "the turn was completed already")
+        return {"turnId": turn_id, "outcome": outcome}
 
-    def complete(self, turn_id: str, outcome: str) -> bool | None:
-        """True once, False when it was completed already, None for no such turn."""
-        try:
-            return self._store.complete_turn(turn_id, outcome)
-        except StoreError:
-            if self._store.turn(turn_id) is None:
-                return None  # no such turn
-            raise  # the store did not answer: 503, not "completed already"
+    def live(self, credential: str, turn_id: str | None) -> str | None:
+        """``turn_id`` when it names a live turn of ``credential``; None when none is given
+        and none is required; else 403 ``TURN_REQUIRED``."""
+        if turn_id is None:
+            if self.required:
+                raise HttpError(403, "TURN_REQUIRED", "start a turn and pass its `turnId`")
+            return None
+        turn = self.store.get(turn_id)
+        if (
+            turn is None
+            or turn.credential_id != credential
+            or turn.outcome is not None
+            or self._clock() >= turn.expires_at
+        ):
+            raise HttpError(403, "TURN_REQUIRED", "`turnId` is not a live turn of this credential")
+        return turn_id

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from servers.log.chain import LogHead
 from servers.log.encoding import Admitted
-from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow
+from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow, TurnRow
 
 T = TypeVar("T")
 
@@ -104,3 +104,19 @@ class RecordLog(Protocol):
         log is a database table, which syncs its own)."""
 
     def close(self) -> None: ...
+
+
+class TurnStore(Protocol):
+    """The turns applications start (``POST /v1/turns``): in memory for one runtime
+    (:class:`servers.store.memory.MemoryTurns`, bounded), in the shared store for replicas, so
+    that a turn started through one replica is live on all and completed once."""
+
+    def start(self, row: TurnRow, *, per_credential: int, now_ms: int) -> None:
+        """Keep a new turn; the credential keeps its newest ``per_credential`` at most (its
+        finished ones are forgotten first where the store can tell)."""
+
+    def get(self, turn_id: str) -> TurnRow | None: ...
+
+    def complete(self, turn_id: str, outcome: str) -> bool | None:
+        """Record the turn's outcome: True once, False when it was completed already, None
+        for no such turn."""

@@ -77,6 +77,12 @@ class Owned(Mapping[K, V], Generic[K, V]):
         self._owner_of[key] = owner
         self._by_owner.setdefault(owner, OrderedDict())[key] = None
 
+    def replace(self, key: K, value: V) -> None:
+        """Change the value of an entry kept (its age and owner stay); a key not kept is
+        ignored."""
+        if key in self._entries:
+            self._entries[key] = value
+
     def drop(self, key: K) -> V | None:
         """Forget one entry; the one forgotten, if any."""
         value = self._entries.pop(key, None)
