@@ -1025,6 +1025,30 @@ def summary(stats: Any, entries: tuple[tuple[str, str, str], ...], executes: int
     return lines
 
 
+def _store_commits_us(
+    path: Path, sync: str, median_us: Callable[[Callable[[int], object]], float], fp: str
+) -> float:
+    """The median of one claim and its completion in a store whose connection has
+    ``synchronous`` set to ``sync``, each awaited on one event loop."""
+    from servers.store.dispatch import ContextRow, Store
+
+    store = Store.open(path)
+    store._db.execute(f"PRAGMA synchronous = {sync}")  # the bench pokes the connection
+    loop = asyncio.new_event_loop()
+    row = ContextRow(context_ref="c", build="b", objective="o", resolved_at=0, expires_at=1)
+    loop.run_until_complete(store.save_context_async(row))
+
+    async def claim_and_complete(i: int) -> None:
+        await store.begin_intent_async("c", f"k{i}", TOOL, fp, 1, decide=lambda _rows: True)
+        await store.complete_intent_async("c", f"k{i}", "SUCCEEDED", None, 2)
+
+    try:
+        return median_us(lambda i: loop.run_until_complete(claim_and_complete(i)))
+    finally:
+        loop.close()
+        store.close()
+
+
 def in_process_costs(loops: int = 300) -> list[str]:
     """Medians per call of what execute does besides the HTTP exchanges, in this process:
     the store's two durable commits under each ``synchronous`` setting, a raw SQLite commit
@@ -1033,7 +1057,6 @@ def in_process_costs(loops: int = 300) -> list[str]:
     import statistics
 
     from servers.log.decision_log import DecisionLog
-    from servers.store.dispatch import ContextRow, Store
 
     def median_us(fn: Callable[[int], object], count: int = loops) -> float:
         times = []
@@ -1047,17 +1070,7 @@ def in_process_costs(loops: int = 300) -> list[str]:
     fp = "0" * 64
     with tempfile.TemporaryDirectory(prefix="seif-bench-costs-") as tmp:
         for sync in ("FULL", "NORMAL", "OFF"):
-            store = Store.open(Path(tmp) / f"store-{sync}.sqlite")
-            store._db.execute(f"PRAGMA synchronous = {sync}")  # the bench pokes the connection
-            row = ContextRow(context_ref="c", build="b", objective="o", resolved_at=0, expires_at=1)
-            store.save_context(row)
-
-            def both(i: int, store: Store = store) -> None:
-                store.begin_intent("c", f"k{i}", TOOL, fp, 1, decide=lambda _rows: True)
-                store.complete_intent("c", f"k{i}", "SUCCEEDED", None, 2)
-
-            took = median_us(both)
-            store.close()
+            took = _store_commits_us(Path(tmp) / f"store-{sync}.sqlite", sync, median_us, fp)
             lines.append(
                 f"store begin_intent + complete_intent (2 commits), synchronous={sync}: "
                 f"{took:.0f} us"

@@ -5,6 +5,7 @@ again, and the refusals when the log, the store or the key has lost history."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -240,7 +241,8 @@ def test_the_mark_follows_the_log_and_tolerates_the_crash_window(tmp_path: Path)
     store.attach_log(log)
     log.append({"event": "DENIED", "contextRef": "ctx_1"})
     fp = "a" * 64
-    store.begin_intent("ctx_1", "c1", "t", fp, 1, decide=lambda _i: True)  # no record: "crash"
+    claim = store.begin_intent_async("ctx_1", "c1", "t", fp, 1, decide=lambda _i: True)
+    asyncio.run(claim)  # no record: "crash"
     assert store.log_mark == 1
     store.close()
     log.close()

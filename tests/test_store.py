@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,6 @@ from servers.store.dispatch import (
     Store,
     StoreDamaged,
     StoreError,
-    TurnRow,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +51,25 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s = Store.open(tmp_path / "dispatch.sqlite")
     yield s
     s.close()
+
+
+def begin(store: Store, *args: Any, **kw: Any) -> Claim:
+    """A claim from a thread of its own (a loop each: the writer wakes it when committed)."""
+    claim: Claim = asyncio.run(store.begin_intent_async(*args, **kw))
+    return claim
+
+
+def complete(store: Store, *args: Any, **kw: Any) -> bool:
+    done: bool = asyncio.run(store.complete_intent_async(*args, **kw))
+    return done
+
+
+def save_context(store: Store, row: ContextRow) -> None:
+    asyncio.run(store.save_context_async(row))
+
+
+def save_approval(store: Store, row: ApprovalRow) -> None:
+    asyncio.run(store.save_approval_async(row))
 
 
 def _allow(_intents: list[IntentRow]) -> bool:
@@ -99,7 +118,7 @@ def test_pragmas_and_schema_version(store: Store, tmp_path: Path) -> None:
 
 
 def test_one_call_id_from_fifty_threads_dispatches_once(store: Store) -> None:
-    claims = _race(50, lambda _i: store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow))
+    claims = _race(50, lambda _i: begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow))
     winners = [c for c in claims if c.dispatch]
     assert len(winners) == 1
     assert all(c.existing and c.intent == winners[0].intent for c in claims if not c.dispatch)
@@ -111,7 +130,7 @@ def test_call_limit_holds_across_threads(store: Store) -> None:
         return len(intents) < 1
 
     claims = _race(
-        30, lambda i: store.begin_intent("ctx_1", f"c{i}", "t", fp(i), NOW, decide=under_limit)
+        30, lambda i: begin(store, "ctx_1", f"c{i}", "t", fp(i), NOW, decide=under_limit)
     )
     assert sum(c.dispatch for c in claims) == 1
     assert sum(c.refused for c in claims) == 29
@@ -137,7 +156,8 @@ def test_engine_limit_with_real_decide(store: Store, reference_ir) -> None:  # t
                 state = state.record_dispatch(intent.call_id, intent.tool, intent.fingerprint)
             return decide(reference_ir, state, call, NOW + 1).allowed
 
-        return store.begin_intent(
+        return begin(
+            store,
             "ctx_1",
             call.call_id,
             tool.id,
@@ -152,7 +172,7 @@ def test_engine_limit_with_real_decide(store: Store, reference_ir) -> None:  # t
 
 
 PROCESS = """
-import sys, time
+import asyncio, sys, time
 from pathlib import Path
 from servers.store.dispatch import Store
 path, go, call_id, fp = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -160,7 +180,9 @@ store = Store.open(Path(path))
 print("ready", flush=True)
 while not go.exists():
     time.sleep(0.001)
-claim = store.begin_intent("ctx_1", call_id, "t", fp, 1, decide=lambda intents: len(intents) < 2)
+claim = asyncio.run(store.begin_intent_async(
+    "ctx_1", call_id, "t", fp, 1, decide=lambda intents: len(intents) < 2
+))
 print("dispatch" if claim.dispatch else "no", flush=True)
 """
 
@@ -209,13 +231,13 @@ def test_claim_shapes(store: Store) -> None:
         seen.append(intents)
         return False
 
-    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=refuse) == (False, None)
+    assert begin(store, "ctx_1", "c1", "t", FP, NOW, decide=refuse) == (False, None)
     assert store.intents("ctx_1") == []
-    ok, row = store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    ok, row = begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow)
     assert ok and row is not None and row.status == PENDING and row.created_at == NOW
-    again = store.begin_intent("ctx_1", "c1", "t", fp(2), NOW + 5, decide=_allow)
+    again = begin(store, "ctx_1", "c1", "t", fp(2), NOW + 5, decide=_allow)
     assert again.existing and again.intent == row  # whatever decide says, no second insert
-    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=refuse)
+    begin(store, "ctx_1", "c1", "t", FP, NOW, decide=refuse)
     assert seen[-1] == [row]  # decide sees the earlier intent with this callId
     assert store.intent("ctx_1", "c1") == row
     assert store.intent("ctx_1", "nope") is None
@@ -226,15 +248,15 @@ def test_decide_that_raises_writes_nothing(store: Store) -> None:
         raise RuntimeError("engine failure")
 
     with pytest.raises(RuntimeError):
-        store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=boom)
+        begin(store, "ctx_1", "c1", "t", FP, NOW, decide=boom)
     assert store.intents("ctx_1") == []
-    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
+    assert begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
 
 
 def test_intents_are_per_context_and_in_order(store: Store) -> None:
     for i in (3, 1, 2):
-        store.begin_intent("ctx_a", f"c{i}", "t", fp(i), NOW + i, decide=_allow)
-    store.begin_intent("ctx_b", "c1", "t", fp(9), NOW, decide=_allow)
+        begin(store, "ctx_a", f"c{i}", "t", fp(i), NOW + i, decide=_allow)
+    begin(store, "ctx_b", "c1", "t", fp(9), NOW, decide=_allow)
     assert [i.call_id for i in store.intents("ctx_a")] == ["c3", "c1", "c2"]
     assert [i.fingerprint for i in store.intents("ctx_b")] == [fp(9)]
 
@@ -242,26 +264,26 @@ def test_intents_are_per_context_and_in_order(store: Store) -> None:
 def test_pending_intent_becomes_unknown_on_reopen(tmp_path: Path) -> None:
     path = tmp_path / "dispatch.sqlite"
     store = Store.open(path)
-    store.begin_intent("ctx_1", "lost", "t", fp(1), NOW, decide=_allow)
-    store.begin_intent("ctx_1", "done", "t", fp(2), NOW, decide=_allow)
-    store.complete_intent("ctx_1", "done", SUCCEEDED, None, NOW + 1)
+    begin(store, "ctx_1", "lost", "t", fp(1), NOW, decide=_allow)
+    begin(store, "ctx_1", "done", "t", fp(2), NOW, decide=_allow)
+    complete(store, "ctx_1", "done", SUCCEEDED, None, NOW + 1)
     store.close()  # as good as a crash: the PENDING row is all a restart finds
     reopened = Store.open(path, now_ms=NOW + 99)
     lost, done = reopened.intents("ctx_1")
     assert (lost.status, lost.reason, lost.completed_at) == (UNKNOWN, INTERRUPTED, NOW + 99)
     assert (done.status, done.reason) == (SUCCEEDED, None)
     assert reopened.interrupted == (lost,)
-    assert not reopened.complete_intent("ctx_1", "lost", SUCCEEDED, None, NOW + 100)
-    assert not reopened.begin_intent("ctx_1", "lost", "t", fp(1), NOW, decide=_allow).dispatch
+    assert not complete(reopened, "ctx_1", "lost", SUCCEEDED, None, NOW + 100)
+    assert not begin(reopened, "ctx_1", "lost", "t", fp(1), NOW, decide=_allow).dispatch
     reopened.close()
     assert Store.open(path).interrupted == ()
 
 
 def test_complete_intent_is_final_once(store: Store) -> None:
-    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
-    assert store.complete_intent("ctx_1", "c1", FAILED, "RESULT_INVALID", NOW + 1)
-    assert not store.complete_intent("ctx_1", "c1", SUCCEEDED, None, NOW + 2)
-    assert not store.complete_intent("ctx_1", "c1", FAILED, "RESULT_INVALID", NOW + 3)
+    begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    assert complete(store, "ctx_1", "c1", FAILED, "RESULT_INVALID", NOW + 1)
+    assert not complete(store, "ctx_1", "c1", SUCCEEDED, None, NOW + 2)
+    assert not complete(store, "ctx_1", "c1", FAILED, "RESULT_INVALID", NOW + 3)
     row = store.intents("ctx_1")[0]
     assert (row.status, row.reason, row.completed_at, row.final) == (
         FAILED,
@@ -270,19 +292,19 @@ def test_complete_intent_is_final_once(store: Store) -> None:
         True,
     )
     with pytest.raises(StoreError):
-        store.complete_intent("ctx_1", "nope", SUCCEEDED, None, NOW)
+        complete(store, "ctx_1", "nope", SUCCEEDED, None, NOW)
     with pytest.raises(ValueError, match="status"):
-        store.complete_intent("ctx_1", "c1", PENDING, None, NOW)
+        complete(store, "ctx_1", "c1", PENDING, None, NOW)
     with pytest.raises(ValueError, match="reason"):
-        store.complete_intent("ctx_1", "c1", FAILED, "the backend said: secret stuff", NOW)
+        complete(store, "ctx_1", "c1", FAILED, "the backend said: secret stuff", NOW)
 
 
 def test_complete_intent_from_many_threads_has_one_winner(store: Store) -> None:
-    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow)
     wins: list[bool] = []
 
     def finish(i: int) -> None:
-        wins.append(store.complete_intent("ctx_1", "c1", SUCCEEDED, None, NOW + i))
+        wins.append(complete(store, "ctx_1", "c1", SUCCEEDED, None, NOW + i))
 
     threads = [threading.Thread(target=finish, args=(i,)) for i in range(20)]
     for t in threads:
@@ -294,13 +316,13 @@ def test_complete_intent_from_many_threads_has_one_winner(store: Store) -> None:
 
 def test_context_round_trip(store: Store) -> None:
     row = _context(turn_id="turn_1")
-    store.save_context(row)
+    save_context(store, row)
     assert store.context("ctx_1") == row
     assert store.context("ctx_2") is None
     with pytest.raises(StoreError, match="exists"):
-        store.save_context(row)
+        save_context(store, row)
     with pytest.raises(EncodingError):
-        store.save_context(_context("ctx_3", observations=b"\xa2aa\x01aa\x02"))
+        save_context(store, _context("ctx_3", observations=b"\xa2aa\x01aa\x02"))
     with pytest.raises(TypeError):
         row.coordinates["consumer"] = "x"  # type: ignore[index]  # frozen on purpose
 
@@ -323,28 +345,12 @@ def test_approvals_round_trip(store: Store) -> None:
         fingerprint=fp(2),
         expires_at=NOW,
     )
-    store.save_approval(a)
-    store.save_approval(b)
+    save_approval(store, a)
+    save_approval(store, b)
     assert store.approvals("ctx_1") == [a, b]
     assert store.approvals("ctx_2") == []
     with pytest.raises(StoreError):
-        store.save_approval(a)
-
-
-def test_turns(store: Store) -> None:
-    turn = TurnRow(turn_id="turn_1", credential_id="tutor-app", expires_at=NOW)
-    store.save_turn(turn)
-    assert store.turn("turn_1") == turn
-    assert store.turn("turn_2") is None
-    assert store.complete_turn("turn_1", "COMPLETED")
-    assert not store.complete_turn("turn_1", "FAILED")
-    assert store.turn("turn_1") == TurnRow(
-        turn_id="turn_1", credential_id="tutor-app", expires_at=NOW, outcome="COMPLETED"
-    )
-    with pytest.raises(StoreError):
-        store.complete_turn("turn_2", "COMPLETED")
-    with pytest.raises(ValueError):
-        store.complete_turn("turn_1", "MAYBE")
+        save_approval(store, a)
 
 
 @pytest.mark.parametrize(
@@ -353,12 +359,12 @@ def test_turns(store: Store) -> None:
 )
 def test_only_fingerprints_are_accepted(store: Store, bad: str) -> None:
     with pytest.raises(ValueError, match="fingerprint"):
-        store.begin_intent("ctx_1", "c1", "t", bad, NOW, decide=_allow)
+        begin(store, "ctx_1", "c1", "t", bad, NOW, decide=_allow)
     approval = ApprovalRow(
         approval_id="a", context_ref="ctx_1", tool="t", call_id="c1", fingerprint=bad, expires_at=1
     )
     with pytest.raises(ValueError, match="fingerprint"):
-        store.save_approval(approval)
+        save_approval(store, approval)
 
 
 def test_sql_constraints_refuse_raw_text(store: Store, tmp_path: Path) -> None:
@@ -430,9 +436,9 @@ def test_no_raw_argument_reaches_disk(tmp_path: Path) -> None:
     """The store only ever receives fingerprints: a whole lifecycle leaves no trace of the
     argument it fingerprinted, in the database or its WAL."""
     store = Store.open(tmp_path / "dispatch.sqlite")
-    store.save_context(_context())
-    store.save_turn(TurnRow(turn_id="turn_1", credential_id="tutor-app", expires_at=NOW))
-    store.save_approval(
+    save_context(store, _context())
+    save_approval(
+        store,
         ApprovalRow(
             approval_id="apr_1",
             context_ref="ctx_1",
@@ -441,12 +447,12 @@ def test_no_raw_argument_reaches_disk(tmp_path: Path) -> None:
             fingerprint=FP,
             expires_at=NOW,
             approver_id="ops-ana",
-        )
+        ),
     )
-    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
-    store.begin_intent("ctx_1", "c2", "t", FP, NOW, decide=_allow)
+    begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    begin(store, "ctx_1", "c2", "t", FP, NOW, decide=_allow)
     wal = b"".join(p.read_bytes() for p in sorted(tmp_path.iterdir()))
-    store.complete_intent("ctx_1", "c1", SUCCEEDED, None, NOW + 1)
+    complete(store, "ctx_1", "c1", SUCCEEDED, None, NOW + 1)
     store.close()
     files = sorted(tmp_path.iterdir())
     data = wal + b"".join(p.read_bytes() for p in files)
@@ -470,7 +476,7 @@ def test_concurrent_reads_during_writes(store: Store) -> None:
     reader.start()
     i = 0
     while time.monotonic() < stop:
-        store.begin_intent("ctx_1", f"c{i}", "t", fp(i), NOW, decide=_allow)
+        begin(store, "ctx_1", f"c{i}", "t", fp(i), NOW, decide=_allow)
         i += 1
     reader.join()
     assert not errors and len(store.intents("ctx_1")) == i
@@ -490,7 +496,7 @@ def test_concurrent_claims_are_group_committed(store: Store) -> None:
         return len(intents) < 25
 
     claims = _race(
-        40, lambda i: store.begin_intent("ctx_1", f"c{i}", "t", fp(i), NOW, decide=under_limit)
+        40, lambda i: begin(store, "ctx_1", f"c{i}", "t", fp(i), NOW, decide=under_limit)
     )
     assert sum(c.dispatch for c in claims) == 25  # earlier claims of the batch count
     assert len(store.intents("ctx_1")) == 25
@@ -533,9 +539,7 @@ def test_a_decide_that_raises_fails_its_claim_only(store: Store) -> None:
 
     def work(i: int) -> Claim:
         try:
-            outcomes[i] = store.begin_intent(
-                "ctx_1", f"c{i}", "t", fp(i), NOW, decide=decide_for(i)
-            )
+            outcomes[i] = begin(store, "ctx_1", f"c{i}", "t", fp(i), NOW, decide=decide_for(i))
         except RuntimeError as exc:
             outcomes[i] = exc
         return Claim(False, None)
@@ -555,15 +559,15 @@ def test_seen_intents_spare_the_second_decide(store: Store) -> None:
         calls.append(len(intents))
         return True
 
-    assert store.begin_intent("ctx_1", "c1", "t", fp(1), NOW, decide=decide, seen=[]).dispatch
+    assert begin(store, "ctx_1", "c1", "t", fp(1), NOW, decide=decide, seen=[]).dispatch
     assert calls == []  # nothing changed since the caller's own engine run
     stale: list[IntentRow] = []  # the caller decided before c1 was committed
-    assert store.begin_intent("ctx_1", "c2", "t", fp(2), NOW, decide=decide, seen=stale).dispatch
+    assert begin(store, "ctx_1", "c2", "t", fp(2), NOW, decide=decide, seen=stale).dispatch
     assert calls == [1]
 
 
 def test_reads_do_not_wait_for_the_write_lock(store: Store, tmp_path: Path) -> None:
-    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow)
     holder = sqlite3.connect(tmp_path / "dispatch.sqlite", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process writing, for as long as it likes
     try:
@@ -597,11 +601,11 @@ def test_a_claim_cancelled_before_it_runs_writes_nothing(store: Store) -> None:
 
 def test_closed_store_refuses_writes(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "dispatch.sqlite")
-    store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+    begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow)
     store.close()
     store.close()
     with pytest.raises(StoreError, match="closed"):
-        store.begin_intent("ctx_1", "c2", "t", fp(2), NOW, decide=_allow)
+        begin(store, "ctx_1", "c2", "t", fp(2), NOW, decide=_allow)
     reopened = Store.open(tmp_path / "dispatch.sqlite")
     assert [i.call_id for i in reopened.intents("ctx_1")] == ["c1"]
     reopened.close()
@@ -620,7 +624,7 @@ def test_a_job_that_raises_after_writing_fails_its_whole_batch(store: Store) -> 
     claim: list[BaseException] = []
     thread = threading.Thread(
         target=lambda: claim.extend(
-            _raised(lambda: store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow))
+            _raised(lambda: begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow))
         )
     )
     thread.start()
@@ -633,8 +637,9 @@ def test_a_job_that_raises_after_writing_fails_its_whole_batch(store: Store) -> 
     with pytest.raises(RuntimeError, match="half done"):
         bad.result()
     assert [type(e) for e in claim] == [RuntimeError]  # nothing of the batch is written
-    assert store.turn("turn_x") is None and store.intents("ctx_1") == []
-    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
+    assert not store.select("SELECT 1 FROM turns WHERE turn_id = 'turn_x'", ())
+    assert store.intents("ctx_1") == []
+    assert begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
 
 
 def _raised(work: Callable[[], object]) -> list[BaseException]:
@@ -651,11 +656,11 @@ def test_claims_fail_when_another_process_holds_the_write_lock(tmp_path: Path) -
     holder.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(sqlite3.OperationalError):
-            store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow)
+            begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert store.begin_intent("ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
+    assert begin(store, "ctx_1", "c1", "t", FP, NOW, decide=_allow).dispatch
     store.close()
 
 
@@ -682,7 +687,7 @@ def test_group_commit_waits_only_while_writes_come_fast(
 
     def timed_call() -> float:
         started = time.monotonic()
-        writer.call(lambda db: None)
+        writer.submit(lambda db: None).result()
         return time.monotonic() - started
 
     try:
@@ -740,14 +745,14 @@ def test_a_failure_past_the_transaction_fails_its_waiters_and_the_writer_goes_on
 def _filled(path: Path) -> None:
     s = Store.open(path)
     for i in range(300):
-        s.save_context(_context(f"ctx_{i}"))
+        save_context(s, _context(f"ctx_{i}"))
     s.close()
 
 
 def test_schema_2_gets_the_owner_column_and_its_contexts_belong_to_no_one(tmp_path: Path) -> None:
     path = tmp_path / "dispatch.sqlite"
     s = Store.open(path)
-    s.save_context(replace(_context("ctx_owned"), credential_id="tutor-app"))
+    save_context(s, replace(_context("ctx_owned"), credential_id="tutor-app"))
     s.close()
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE contexts DROP COLUMN credential_id")  # as a version 2 store was
@@ -757,7 +762,7 @@ def test_schema_2_gets_the_owner_column_and_its_contexts_belong_to_no_one(tmp_pa
     s = Store.open(path)
     old = s.context("ctx_owned")
     assert old is not None and old.credential_id is None and not old.owned_by("tutor-app")
-    s.save_context(replace(_context("ctx_new"), credential_id="tutor-app"))
+    save_context(s, replace(_context("ctx_new"), credential_id="tutor-app"))
     new = s.context("ctx_new")
     assert new is not None and new.owned_by("tutor-app") and not new.owned_by("other-app")
     s.close()
@@ -770,9 +775,9 @@ def test_schema_3_gets_the_call_index_and_finds_a_call_in_any_context(tmp_path: 
     path = tmp_path / "dispatch.sqlite"
     s = Store.open(path)
     for ref in ("ctx_a", "ctx_b"):
-        s.save_context(_context(ref))
-    s.begin_intent("ctx_a", "call-7", "inspect-context", "a" * 64, 1, decide=lambda _i: True)
-    s.begin_intent("ctx_b", "call-8", "inspect-context", "b" * 64, 2, decide=lambda _i: True)
+        save_context(s, _context(ref))
+    begin(s, "ctx_a", "call-7", "inspect-context", "a" * 64, 1, decide=lambda _i: True)
+    begin(s, "ctx_b", "call-8", "inspect-context", "b" * 64, 2, decide=lambda _i: True)
     s.close()
     db = sqlite3.connect(path)
     db.execute("DROP INDEX intents_by_call")  # as a version 3 store was
@@ -826,10 +831,10 @@ def test_the_log_mark_follows_durable_records_only(tmp_path: Path) -> None:
     s = Store.open(tmp_path / "dispatch.sqlite")
     s.attach_log(log)
     log.append({"event": "DENIED"})
-    s.save_context(_context("ctx_1"))
+    save_context(s, _context("ctx_1"))
     assert (s.log_mark, log.durable_seq) == (0, 0)  # written, not synced: not marked
     log.flush()
-    s.save_context(_context("ctx_2"))  # the next batch marks what is durable before it
+    save_context(s, _context("ctx_2"))  # the next batch marks what is durable before it
     assert s.log_mark == 1
     log.append({"event": "DENIED"})
     log.flush()

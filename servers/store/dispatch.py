@@ -1,16 +1,16 @@
-"""The dispatch store: contexts, dispatch intents, approvals and turns in SQLite.
+"""The dispatch store: contexts, dispatch intents and approvals in SQLite.
 
-The store is the arbiter of once-only dispatch. :meth:`Store.begin_intent` reads a context's
+The store is the arbiter of once-only dispatch. :meth:`Store.begin_intent_async` reads a context's
 intents, lets the caller re-run the pure engine on them and inserts the ``PENDING`` intent in one
 ``BEGIN IMMEDIATE`` transaction, committed durably (WAL, ``synchronous=FULL``) before it returns:
 two callers, in two threads or two processes, can never both be told to dispatch one callId, nor
 together exceed a call limit.
 
 Writes are group-committed (``servers.store.writer``): one thread runs every write queued, in
-order, in one transaction per batch, and answers the callers after the commit. A write method
-blocks its thread until then; its ``*_async`` twin is for an event loop, whose waiters the writer
-thread wakes with one call per batch. Reads never wait for a write: each thread reads on its own
-connection, and WAL readers see the last commit without taking the write lock.
+order, in one transaction per batch, and answers the callers after the commit. Writes are
+coroutines of an event loop, whose waiters the writer thread wakes with one call per batch.
+Reads never wait for a write: each thread reads on its own connection, and WAL readers see the
+last commit without taking the write lock.
 
 Nothing here holds raw arguments, outputs, approval reasons or secrets (``servers.store.rows``).
 """
@@ -56,11 +56,8 @@ from servers.store.rows import (
     StoreError,
     TurnRow,
     approval_row,
-    check_id,
-    check_ms,
     context_row,
     intent_row,
-    row_fields,
 )
 from servers.store.writer import GroupWriter, WriterClosed
 from servers.support.memo import cached, keep
@@ -184,14 +181,6 @@ class Store:
             raise
         return store
 
-    def _call(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """Run a write in the writer thread; its result once it is durable."""
-        try:
-            future = self._writer.submit(job)
-        except WriterClosed:
-            raise StoreError(f"the store `{self.path}` is closed") from None
-        return future.result()
-
     def attach_log(self, log: DecisionLog) -> None:
         """The decision log that the ``record`` of an ``*_async`` write goes to, and whose
         durable seq every batch records (:attr:`log_mark`)."""
@@ -230,8 +219,9 @@ class Store:
     async def _run(
         self, job: Callable[[sqlite3.Connection], T], record: jobs.Selector | None = None
     ) -> T:
-        """:meth:`_call` for an event loop; ``record(result)``, if given, is appended to the
-        attached log after the commit, before this returns (one hand-off for both)."""
+        """Run a write in the writer thread; its result once it is durable. ``record(result)``,
+        if given, is appended to the attached log after the commit, before this returns (one
+        hand-off for both)."""
         logged = None
         if record is not None:
             if self._log is None:
@@ -280,16 +270,13 @@ class Store:
 
     # contexts
 
-    def save_context(self, row: ContextRow) -> None:
-        """Record a resolved context; a contextRef is saved once (:class:`StoreError`)."""
-        self._call(jobs.context_job(row))
-
     def observe_commits(self, observe: Callable[[float], None]) -> None:
         """Tell ``observe`` the seconds of every commit of the writer (a metric)."""
         self._writer.on_commit = observe
 
     async def save_context_async(self, row: ContextRow, *, record: Admitted | None = None) -> None:
-        """:meth:`save_context` for an event loop; ``record`` is logged once it is saved."""
+        """Record a resolved context, once (a contextRef saved again is a
+        :class:`StoreError`); ``record`` is logged once it is saved."""
         await self._run(jobs.context_job(row), jobs.always(record))
 
     def context(self, context_ref: str) -> ContextRow | None:
@@ -319,7 +306,7 @@ class Store:
         rows = self._query(sql, (context_ref, call_id))
         return intent_row(rows[0]) if rows else None
 
-    def begin_intent(
+    async def begin_intent_async(
         self,
         context_ref: str,
         call_id: str,
@@ -329,6 +316,7 @@ class Store:
         *,
         decide: Callable[[list[IntentRow]], bool],
         seen: list[IntentRow] | None = None,
+        record: Admitted | None = None,
     ) -> Claim:
         """Decide and record a dispatch in one durable transaction (see :class:`Claim`),
         committed (``synchronous=FULL``) before this returns.
@@ -343,34 +331,11 @@ class Store:
         exactly these, ``decide`` would answer the same (it is pure) and is not called. When
         another process holds the write lock for longer than the busy timeout,
         ``sqlite3.OperationalError`` is raised.
-        """
-        row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
-        return self._call(partial(jobs.begin, row=row, decide=decide, seen=seen))
 
-    async def begin_intent_async(
-        self,
-        context_ref: str,
-        call_id: str,
-        tool: str,
-        fingerprint: str,
-        now_ms: int,
-        *,
-        decide: Callable[[list[IntentRow]], bool],
-        seen: list[IntentRow] | None = None,
-        record: Admitted | None = None,
-    ) -> Claim:
-        """:meth:`begin_intent` for an event loop: the claim once the intent is committed;
         ``record`` is logged if, and once, the intent was inserted."""
         row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
         job = partial(jobs.begin, row=row, decide=decide, seen=seen)
         return await self._run(job, jobs.if_inserted(record))
-
-    def complete_intent(
-        self, context_ref: str, call_id: str, status: str, reason: str | None, now_ms: int
-    ) -> bool:
-        """Make a ``PENDING`` intent final. A final status is never overwritten: completing
-        twice is a no-op that returns False. An unknown intent is a :class:`StoreError`."""
-        return self._call(jobs.complete_job(context_ref, call_id, status, reason, now_ms))
 
     async def complete_intent_async(
         self,
@@ -382,44 +347,23 @@ class Store:
         *,
         record: Admitted | None = None,
     ) -> bool:
-        """:meth:`complete_intent` for an event loop; ``record`` is logged once it is done."""
+        """Make a ``PENDING`` intent final. A final status is never overwritten: completing
+        twice is a no-op that returns False. An unknown intent is an :class:`IntentUnknown`.
+        ``record`` is logged once it is done."""
         job = jobs.complete_job(context_ref, call_id, status, reason, now_ms)
         return await self._run(job, jobs.always(record))
 
     # approvals
 
-    def save_approval(self, row: ApprovalRow) -> None:
-        self._call(jobs.approval_job(row))
-
     async def save_approval_async(
         self, row: ApprovalRow, *, record: Admitted | None = None
     ) -> None:
-        """:meth:`save_approval` for an event loop; ``record`` is logged once it is saved."""
+        """Record an approval, once; ``record`` is logged once it is saved."""
         await self._run(jobs.approval_job(row), jobs.always(record))
 
     def approvals(self, context_ref: str) -> list[ApprovalRow]:
         sql = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE context_ref = ? ORDER BY rowid"
         return [approval_row(r) for r in self._query(sql, (context_ref,))]
-
-    # turns
-
-    def save_turn(self, row: TurnRow) -> None:
-        check_id("turn_id", row.turn_id)
-        check_id("credential_id", row.credential_id)
-        check_ms("expires_at", row.expires_at)
-        if row.outcome is not None and row.outcome not in TURN_OUTCOMES:
-            raise ValueError(f"outcome must be one of {sorted(TURN_OUTCOMES)} or None")
-        self._call(lambda db: jobs.insert_once(db, "turns", row, f"turn `{row.turn_id}` exists"))
-
-    def turn(self, turn_id: str) -> TurnRow | None:
-        rows = self._query("SELECT * FROM turns WHERE turn_id = ?", (turn_id,))
-        return TurnRow(**row_fields(rows[0])) if rows else None
-
-    def complete_turn(self, turn_id: str, outcome: str) -> bool:
-        """Record a turn's outcome once; a second completion is a no-op that returns False."""
-        if outcome not in TURN_OUTCOMES:
-            raise ValueError(f"outcome must be one of {sorted(TURN_OUTCOMES)}")
-        return self._call(lambda db: jobs.complete_turn(db, turn_id, outcome))
 
     def close(self) -> None:
         """Commit what is queued, then close every connection. Idempotent."""

@@ -158,15 +158,6 @@ def _complete(
     return False
 
 
-def complete_turn(db: sqlite3.Connection, turn_id: str, outcome: str) -> bool:
-    changed = db.execute(
-        "UPDATE turns SET outcome = ? WHERE turn_id = ? AND outcome IS NULL", (outcome, turn_id)
-    ).rowcount
-    if db.execute("SELECT 1 FROM turns WHERE turn_id = ?", (turn_id,)).fetchone() is None:
-        raise StoreError(f"no turn `{turn_id}`")
-    return changed > 0
-
-
 def insert_once(
     db: sqlite3.Connection, table: str, row: Any, exists: str, **encoded: object
 ) -> None:

@@ -96,10 +96,6 @@ class GroupWriter:
         self._put((job, done, None))
         return done
 
-    def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """:meth:`submit` and wait."""
-        return self.submit(job).result()
-
     async def run(self, job: Callable[[sqlite3.Connection], T], logged: Logged | None = None) -> T:
         """:meth:`submit` for an event loop: the result once the batch has committed (and the
         job's record, if ``logged``, is in the log). A job not yet started when the awaiting
