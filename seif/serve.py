@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         refused(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return EXIT_USAGE
     finally:
-        prepared.data.close()
+        prepared.close()
     return EXIT_OK
 
 

@@ -214,5 +214,5 @@ async def record_session(root: Path, during: Any = None) -> Session:
             async with serving(create_app(prepared)) as runtime:
                 seen = await _flow(runtime, executor_app, during or nothing)
         finally:
-            prepared.data.close()
+            prepared.close()
     return Session(build, root / "data", prepared.build.digest, seen)

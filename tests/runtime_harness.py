@@ -407,7 +407,7 @@ async def runtime_stack(
             http = await held.enter_async_context(aiohttp.ClientSession())
             yield Stack(url, executor_url, executor_app, prepared, config, http, app, guarded)
     finally:
-        prepared.data.close()
+        prepared.close()
 
 
 @asynccontextmanager

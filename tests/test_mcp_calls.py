@@ -218,4 +218,4 @@ def test_mcp_is_not_mounted_on_a_runtime_that_requires_turns(tmp_path: Path) -> 
         with pytest.raises(ValueError, match="require_turn"):
             mount(create_app(prepared), QUICK)
     finally:
-        prepared.data.close()
+        prepared.close()

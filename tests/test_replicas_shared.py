@@ -279,7 +279,7 @@ def test_a_call_decided_on_another_replica_holds_up_no_other_call(
             ctx = await _ask(a, "p1")
             await a.execute(ctx, "propose-change", "p2", ASKED)
             name = json.dumps(["decide", ctx, "p1"])
-            async with b.prepared.data.exclusive(name):  # type: ignore[attr-defined]
+            async with b.prepared.backend.exclusive(name):
                 other = await asyncio.wait_for(
                     a.approve(ctx, "propose-change", "p2", ASKED), timeout=5
                 )

@@ -25,11 +25,9 @@ from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
 from servers.runtime.shadow import ShadowWorker
+from servers.runtime.shared_pending import SharedPendingCalls
 from servers.runtime.startup import Prepared
 from servers.runtime.turns import Turns
-from servers.runtime.values import alone
-from servers.store.memory import MemoryTurns
-from servers.store.pg_turns import StoredTurns
 
 LOG = logging.getLogger("seif.runtime")
 RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
@@ -84,10 +82,10 @@ async def ready(request: web.Request) -> web.Response:
     tools = await request.app[RUNTIME].readiness()
     ready = all(v == "READY" for v in tools.values())
     body: dict[str, Any] = {"ready": ready, "tools": tools}
-    replica = request.app[PREPARED].replica
-    if replica is not None:  # a replica whose lease lapsed claims nothing: send it nothing
-        body["store"] = replica.store_state()
-        body["ready"] = ready = ready and body["store"] == "READY"
+    store = request.app[PREPARED].backend.state()
+    if store is not None:  # a replica whose lease lapsed claims nothing: send it nothing
+        body["store"] = store
+        body["ready"] = ready = ready and store == "READY"
     return json_response(body, status=200 if ready else 503)
 
 
@@ -206,55 +204,43 @@ async def traces_head(request: web.Request) -> web.Response:
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
+    backend = prepared.backend  # opened, checked and reconciled by `prepare`
     executors = open_executors(prepared.bindings)
-    # opened, checked and reconciled by `prepare`; a write's record is logged by the store's
-    # writer, after its commit
-    store, log = prepared.store, prepared.log
-    replica = prepared.replica  # of a shared store, or None
-    pending = (
-        replica.pending_calls(prepared.clock, prepared.build.project.approval_tools)
-        if replica is not None
-        else None
-    )
+    held = getattr(backend, "held", None)  # a replica's table of every replica's held calls
     app[RUNTIME] = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,
-        store=store,
-        log=log,
+        store=backend.store,
+        log=backend.log,
         executors=executors,
-        fingerprint_key=prepared.fingerprint_key,
+        fingerprint_key=backend.fingerprint_key,
         clock=prepared.clock,
-        pending=pending if pending is not None else PendingCalls(),
-        peers=PeerWaits(store) if pending is not None else None,
-        exclusive=replica.exclusive if replica is not None else alone,
+        pending=(
+            SharedPendingCalls(held, prepared.clock, prepared.build.project.approval_tools)
+            if held is not None
+            else PendingCalls()
+        ),
+        peers=PeerWaits(backend.store) if backend.shared else None,
+        exclusive=backend.exclusive,
         metrics=app[METRICS],
         shadow=_shadow_of(prepared, app[METRICS]),
-        turns=Turns(
-            StoredTurns(replica.store) if replica is not None else MemoryTurns(),
-            prepared.clock,
-            required=prepared.require_turn,
-        ),
+        turns=Turns(backend.turns, prepared.clock, required=prepared.require_turn),
     )
     runtime = app[RUNTIME]
     runtime.start_shadow()
     app[METRICS].watch(lambda: len(runtime.pending), prepared.clock)
-    store.observe_commits(app[METRICS].commit_seconds.observe)
-    log.observe_fsyncs(app[METRICS].fsync_seconds.observe)
-    await app[RUNTIME].log_interrupted(store.interrupted)
-    lease = asyncio.ensure_future(replica.keep_lease(prepared.clock)) if replica else None
+    backend.store.observe_commits(app[METRICS].commit_seconds.observe)
+    backend.log.observe_fsyncs(app[METRICS].fsync_seconds.observe)
+    await runtime.log_interrupted(backend.store.interrupted)
+    upkeep = asyncio.ensure_future(backend.upkeep(prepared.clock))
     try:
         yield
     finally:
-        await app[RUNTIME].drain()
+        await runtime.drain()
         await executors.aclose()
-        if lease is not None:
-            lease.cancel()
-            await asyncio.gather(lease, return_exceptions=True)
-        if replica is not None:
-            await replica.aclose()
-        else:
-            store.close()  # its last batches still log
-            log.close()
+        upkeep.cancel()
+        await asyncio.gather(upkeep, return_exceptions=True)
+        await backend.aclose()
 
 
 def _shadow_of(prepared: Prepared, metrics: Metrics) -> ShadowWorker | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TypeVar
 
 import keyring
 
@@ -31,12 +31,9 @@ from servers.config.files import (
 )
 from servers.runtime.shadow import BACKLOG
 from servers.store.datadir import DataDir, DataDirError
-from servers.store.interface import DispatchStore, RecordLog
-from servers.store.opening import open_data
-from servers.store.reconcile import Reconciled
-
-if TYPE_CHECKING:  # psycopg loads only for a shared store
-    from servers.runtime.replica import ReplicaHold
+from servers.store.interface import Backend, DispatchStore, RecordLog
+from servers.store.local import LocalBackend
+from servers.store.rows import Reconciled
 
 Clock = Callable[[], int]
 
@@ -46,37 +43,38 @@ def wall_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Closing(Protocol):
-    """What holds the store open: a data directory (its lock too), or a replica's hold on a
-    database; ``close`` closes the store and the log."""
-
-    def close(self) -> None: ...
-
-
 @dataclass(frozen=True)
 class Prepared:
-    """Everything checked. ``store`` and ``log`` are open and close with ``data``
-    (:meth:`DataDir.close`: before its lock is released)."""
+    """Everything checked, and the backend open (it closes with :meth:`close`)."""
 
     build: Build
     bindings: Bindings
     credentials: Credentials
-    data: Closing
-    store: DispatchStore
-    log: RecordLog
-    fingerprint_key: bytes = field(repr=False)
+    backend: Backend
+    """The one backend chosen at start: a data directory, or a replica's share of a database."""
     approval_token: str | None = field(default=None, repr=False)
     require_turn: bool = False
     clock: Clock = wall_clock
-    reconciled: Reconciled = field(default_factory=Reconciled)
-    """What the start-up reconciliation put back into the store from the log."""
-    replica: ReplicaHold | None = None
-    """A replica's hold on a shared store (also ``data``): its held calls, turns, locks and
-    lease; None for one runtime on SQLite."""
     shadow: Build | None = None
     """A candidate build to evaluate in shadow (``--shadow``), verified like ``build``."""
     shadow_backlog: int = BACKLOG
     """Decisions waiting for the shadow at most (``--shadow-backlog``)."""
+
+    @property
+    def store(self) -> DispatchStore:
+        return self.backend.store
+
+    @property
+    def log(self) -> RecordLog:
+        return self.backend.log
+
+    @property
+    def reconciled(self) -> Reconciled:
+        return self.backend.reconciled
+
+    def close(self) -> None:
+        """Release the backend (a data directory's lock last)."""
+        self.backend.close()
 
 
 def prepare(
@@ -96,7 +94,7 @@ def prepare(
     shadow_backlog: int = BACKLOG,
 ) -> Prepared:
     """Everything checked, the store open: the SQLite one of ``data_dir``, or (``store_url``)
-    a replica's hold on a PostgreSQL database (``servers.runtime.replica``). ``shadow_dir``:
+    a replica's share of a PostgreSQL database (``servers.store.replica``). ``shadow_dir``:
     a candidate build to load (verified; its problems are refused with the others)."""
     build, credentials, bindings, token = _configuration(
         build_dir, bindings_path, credentials_path, env, keyring_get
@@ -119,7 +117,7 @@ def prepare(
         clock=clock,
     )
     if store_url is not None:
-        from servers.runtime.replica import prepare_replica  # noqa: PLC0415 -- loads psycopg
+        from servers.store.replica import prepare_replica  # noqa: PLC0415 -- loads psycopg
 
         try:
             found = prepare_replica(
@@ -127,26 +125,11 @@ def prepare(
             )
         except ConfigError as exc:
             raise StartRefused([exc]) from None
-        return checked(
-            data=found, store=found.store, log=found.log, fingerprint_key=found.key, replica=found
-        )
+        return checked(backend=found)
     if data_dir is None:
         raise ValueError("a data directory or a store URL is required")
     data = _own(Path(data_dir))  # only once every file is accepted: a refusal creates nothing
-    try:
-        opened = open_data(data, trace_key=bindings.trace_key, now_ms=clock())
-        data.on_close(opened.log.close)  # closed last, after the store's final writes
-        data.on_close(opened.store.close)
-    except BaseException:
-        data.close()
-        raise
-    return checked(
-        data=data,
-        store=opened.store,
-        log=opened.log,
-        fingerprint_key=opened.key,
-        reconciled=opened.reconciled,
-    )
+    return checked(backend=LocalBackend.open(data, trace_key=bindings.trace_key, now_ms=clock()))
 
 
 class StartRefused(Exception):

@@ -20,11 +20,12 @@ The contract both keep:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
 
 from servers.log.chain import LogHead
 from servers.log.encoding import Admitted
-from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow, TurnRow
+from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow, Reconciled, TurnRow
 
 T = TypeVar("T")
 
@@ -120,3 +121,67 @@ class TurnStore(Protocol):
     def complete(self, turn_id: str, outcome: str) -> bool | None:
         """Record the turn's outcome: True once, False when it was completed already, None
         for no such turn."""
+
+
+Clock = Callable[[], int]
+
+
+class Backend(Protocol):
+    """Everything a runtime keeps, from the one backend chosen at start
+    (:func:`servers.runtime.startup.prepare`): a data directory of one runtime
+    (:class:`servers.store.local.LocalBackend`, SQLite and a decision-log file) or a replica's
+    share of a PostgreSQL database (:class:`servers.store.replica.ReplicaBackend`). Nothing
+    above the store asks which one it is."""
+
+    @property
+    def store(self) -> DispatchStore: ...
+
+    @property
+    def log(self) -> RecordLog: ...
+
+    @property
+    def turns(self) -> TurnStore: ...
+
+    @property
+    def fingerprint_key(self) -> bytes:
+        """The keyed fingerprints' key (the bindings' ``traceKeyRef``, or the data directory's
+        own ``runtime.key``)."""
+        ...
+
+    @property
+    def reconciled(self) -> Reconciled:
+        """What the start-up reconciliation put back into the store from the log."""
+        ...
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes write this store too (replicas): a duplicate of a call
+        running in another reads its intent until it is final, and approvals are decided one
+        at a time across all (:meth:`exclusive`)."""
+        ...
+
+    def exclusive(self, name: str, wait_s: float = 10.0) -> AbstractAsyncContextManager[None]:
+        """``name`` held by one holder at a time across every process sharing the store
+        (waiting ``wait_s`` at most, then a ``StoreError``); nothing to hold for one runtime."""
+        ...
+
+    def state(self) -> str | None:
+        """What the store says of this process's share of it for ``GET /v1/ready``:
+        ``READY``, ``LEASE_LOST`` (a replica whose lease lapsed claims nothing: restart it), or
+        None when there is nothing to say (one runtime: the data directory is its own)."""
+        ...
+
+    async def upkeep(self, clock: Clock) -> None:
+        """What the store needs while the runtime serves, until cancelled (a replica renews
+        its lease and reaps the calls of replicas that were lost; one runtime needs nothing
+        and returns at once)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the store and the log from the event loop, after the last write."""
+        ...
+
+    def close(self) -> None:
+        """Release everything (idempotent): the store and the log if still open, and the data
+        directory's lock last."""
+        ...

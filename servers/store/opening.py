@@ -24,7 +24,8 @@ from servers.log.index import MAX_CONTEXTS
 from servers.log.reading import ChainBroken, DamagedRecord
 from servers.store.datadir import DECISION_LOG, DISPATCH_DB, RUNTIME_KEY, DataDir, DataDirError
 from servers.store.dispatch import Store, StoreDamaged, StoreError
-from servers.store.reconcile import LogFacts, Reconciled, reconcile
+from servers.store.reconcile import LogFacts, reconcile
+from servers.store.rows import Reconciled
 
 _STORE_FILES = f"`{DISPATCH_DB}`, `{DISPATCH_DB}-wal` and `{DISPATCH_DB}-shm`"
 AFRESH = (

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from policy.canonical import EncodingError, canonical_cbor, canonical_json
@@ -31,7 +30,7 @@ from policy.state import CONTEXT_TTL_MS
 from servers.log.decision_log import DecisionLog, DecisionLogError, admit
 from servers.log.reading import read_at
 from servers.store.dispatch import RECONCILED, UNKNOWN, ContextRow, IntentRow, Store
-from servers.store.rows import MAX_ID_CHARS, check_fingerprint, insert_row
+from servers.store.rows import MAX_ID_CHARS, Reconciled, check_fingerprint, insert_row
 
 CHUNK = 2048
 """Candidates checked against the store in one query; records restored in one transaction."""
@@ -41,14 +40,6 @@ _CARRIED = ("build", "environment", "bindingRevision", "coordinates", "contextRe
 _NO_FINGERPRINT = "0" * 64
 
 Position = tuple[int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Reconciled:
-    """What the reconciliation put back into the store."""
-
-    calls: int = 0
-    contexts: int = 0
 
 
 class LogFacts:

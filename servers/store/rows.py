@@ -193,6 +193,15 @@ class TurnRow:
     outcome: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What the start-up reconciliation of a data directory put back into its store from its
+    decision log (nothing for a shared store, which keeps both in one database)."""
+
+    calls: int = 0
+    contexts: int = 0
+
+
 class Claim(NamedTuple):
     """What :meth:`Store.begin_intent` decided; unpacks as ``(dispatch, intent)``.
 

@@ -1,4 +1,5 @@
-"""A runtime replica's hold on a PostgreSQL store (``seif serve --store postgresql://...``).
+"""A runtime replica's backend: its share of a PostgreSQL store (``seif serve --store
+postgresql://...``), a :class:`~servers.store.interface.Backend`.
 
 The replica is named (``--replica-id``, by default host and pid) in the store's replica table
 and in every record it logs; it holds a lease the store renews every third of its length,
@@ -13,17 +14,17 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 import psycopg
 
 from servers.config.files import Bindings, ConfigError, Problem
-from servers.runtime.shared_pending import SharedPendingCalls
+from servers.store.interface import Clock, TurnStore
 from servers.store.pg_held import HeldTable
+from servers.store.pg_turns import StoredTurns
 from servers.store.postgres import PgDecisionLog, PgStore
-from servers.store.rows import StoreError
+from servers.store.rows import Reconciled, StoreError
 from servers.store.sealing import Sealer
 
 LOG = logging.getLogger("seif.runtime")
@@ -33,16 +34,26 @@ become ``UNKNOWN`` after that. It is renewed every third of it."""
 MIN_LEASE_MS = 1_000
 
 
-@dataclass
-class ReplicaHold:
-    """The replica's store and log, open until :meth:`close`."""
+@dataclass(eq=False)
+class ReplicaBackend:
+    """The replica's store and log, open until :meth:`close`, its turns and the calls it holds
+    for approval shared through the store (arguments sealed with a key derived from the trace
+    key)."""
 
     store: PgStore
     log: PgDecisionLog
-    key: bytes = field(repr=False)
+    fingerprint_key: bytes = field(repr=False)
     replica_id: str = ""
     lease_ms: int = LEASE_MS
-    held: HeldTable | None = None
+    shared: bool = True
+    reconciled: Reconciled = field(default_factory=Reconciled)  # nothing to reconcile: one database
+    turns: TurnStore = field(init=False)
+    held: HeldTable = field(init=False)
+    """The calls held for approval, every replica's."""
+
+    def __post_init__(self) -> None:
+        self.turns = StoredTurns(self.store)
+        self.held = HeldTable(self.store, Sealer(self.fingerprint_key))
 
     def close(self) -> None:
         self.store.close()
@@ -53,7 +64,7 @@ class ReplicaHold:
         await self.store.aclose()
         self.log.close()
 
-    def store_state(self) -> str:
+    def state(self) -> str | None:
         """``READY``, or ``LEASE_LOST`` once the lease lapsed (this replica claims no more:
         restart it; a new process takes a new lease)."""
         return "LEASE_LOST" if self.store.lease_lost else "READY"
@@ -62,16 +73,7 @@ class ReplicaHold:
         """``name`` held by this replica alone (``PgStore.exclusive``)."""
         return self.store.exclusive(name, wait_s)
 
-    def pending_calls(
-        self, clock: Callable[[], int], approval_tools: frozenset[str]
-    ) -> SharedPendingCalls:
-        """The calls held for approval, shared through the store (arguments sealed with a
-        key derived from the trace key)."""
-        table = HeldTable(self.store, Sealer(self.key))
-        self.held = table
-        return SharedPendingCalls(table, clock, approval_tools)
-
-    async def keep_lease(self, clock: Callable[[], int]) -> None:
+    async def upkeep(self, clock: Clock) -> None:
         """Renew the lease every third of :attr:`lease_ms` and make the intents of replicas whose
         lease lapsed ``UNKNOWN`` (logged by the store), until cancelled. A lease found lapsed
         (this process stalled past it) stops here: the store refuses this replica's claims
@@ -85,13 +87,12 @@ class ReplicaHold:
                 LOG.error("replica %s: store upkeep failed: %s", self.replica_id,
                           type(exc).__name__)  # fmt: skip
 
-    async def _upkeep(self, clock: Callable[[], int]) -> bool:
+    async def _upkeep(self, clock: Clock) -> bool:
         """One renewal, tidying and reaping; False once the lease was found lapsed."""
         if not await self.store.renew_lease_async(clock()):
             LOG.error("replica %s: its lease lapsed; it claims no more calls", self.replica_id)
             return False
-        if self.held is not None:  # held calls their dead holder left, old outcomes
-            await asyncio.to_thread(self.held.tidy, clock())
+        await asyncio.to_thread(self.held.tidy, clock())  # held calls of dead holders, outcomes
         reaped = await self.store.reap_async(clock())
         if reaped:
             LOG.warning("replica %s: %d intents of lost replicas are UNKNOWN now",
@@ -110,7 +111,7 @@ def prepare_replica(
     bindings_file: str,
     now_ms: int,
     lease_ms: int = LEASE_MS,
-) -> ReplicaHold:
+) -> ReplicaBackend:
     """Open the store of ``url`` as replica ``replica_id``: migrations applied (once, whoever
     starts together), the lease taken, this replica's own ``PENDING`` intents of an earlier
     run made ``UNKNOWN``."""
@@ -125,4 +126,4 @@ def prepare_replica(
         raise ConfigError([Problem("LEASE_TOO_SHORT", "--lease-timeout", "", message)])
     name = replica_id or default_replica_id()
     store = PgStore.open(url, replica_id=name, lease_ms=lease_ms, now_ms=now_ms)
-    return ReplicaHold(store, store.log, bindings.trace_key, name, lease_ms)
+    return ReplicaBackend(store, store.log, bindings.trace_key, name, lease_ms)
