@@ -27,7 +27,7 @@ from runtime_harness import (
     running_stack,
     write_config,
 )
-from test_mcp_boundary import rpc, stateless_headers
+from test_mcp_boundary import INITIALIZE, base_headers, rpc, session_headers, stateless_headers
 
 from servers.http.app import create_app
 from servers.mcp import app as mcp_app
@@ -179,6 +179,68 @@ def test_a_session_request_id_past_256_characters_is_refused(tmp_path: Path) -> 
             assert posted.status == 400 and body["error"]["code"] == -32600
 
     run_async(scenario())
+
+
+ROUNDS = 150
+
+
+def test_a_request_id_resent_the_moment_its_answer_arrives_is_served(tmp_path: Path) -> None:
+    """A client that reuses a request id once its answer came (as MCP allows) is served
+    every time: the id is free before the answer is sent, never ``still in use`` (it was
+    once freed after the answer's stream ended, and a quick client was refused)."""
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path, mcp=QUICK) as stack:
+            url = mcp_url(stack.runtime, "learner")
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as http:
+                session = await opened_session(http, url, APP_TOKEN)
+                listing = json.dumps(rpc("tools/list", ident=7))
+                headers = session_headers(session)
+                previous: aiohttp.ClientResponse | None = None
+                refusals: list[str] = []
+                for _ in range(ROUNDS):
+                    response = await http.post(url, data=listing, headers=headers)
+                    if previous is not None:  # it ends after its answer was read and resent
+                        await previous.read()
+                        previous.release()
+                        previous = None
+                    if response.status != 200:
+                        refusals.append(await response.text())
+                        response.release()
+                        continue
+                    answer = await _answer_of(response)
+                    assert answer["id"] == 7 and answer["result"]["tools"], answer
+                    previous = response
+                if previous is not None:
+                    previous.release()
+                assert refusals == [], f"{len(refusals)} of {ROUNDS} refused: {refusals[:1]}"
+
+    run_async(scenario())
+
+
+async def _answer_of(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    """The JSON-RPC answer of a POST answered as an event stream, read as soon as its event
+    arrives (the stream itself may not have ended yet)."""
+    while True:
+        line = await response.content.readline()
+        assert line, "the stream ended without an answer"
+        if line.startswith(b"data:"):
+            message: dict[str, Any] = json.loads(line[5:])
+            if "result" in message or "error" in message:
+                return message
+
+
+async def opened_session(http: aiohttp.ClientSession, url: str, token: str) -> str:
+    """A new ``2025-11-25`` session (initialized) of ``token``'s credential at ``url``."""
+    async with http.post(url, data=json.dumps(INITIALIZE), headers=base_headers(token)) as r:
+        await r.read()
+        assert r.status == 200, (r.status, await r.text())
+        session = r.headers["Mcp-Session-Id"]
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    async with http.post(url, data=initialized, headers=session_headers(session, token)) as r:
+        assert r.status == 202, r.status
+    return session
 
 
 def test_one_credential_cannot_hold_every_session(

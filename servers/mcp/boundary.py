@@ -15,7 +15,7 @@ its answer is no error of anyone's and is not logged as one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -82,10 +82,10 @@ async def handle(request: web.Request) -> web.StreamResponse:
             return await fast.answer(request.app, found, mounted.server_info)
         if not fast.wants_progress(message):
             manager = mounted.plain[objective]
-    with _answering(mounted, request, (credential.id, objective), message) as refused:
+    with _answering(mounted, request, (credential.id, objective), message) as (refused, answered):
         if refused is not None:
             return refused
-        return await _served(manager, request, body, extra)
+        return await _served(manager, request, body, extra, answered)
 
 
 def _asked(extra: Mapping[str, Any], message: Any) -> Asked:
@@ -117,9 +117,10 @@ async def _served(
     request: web.Request,
     body: bytes,
     extra: dict[str, Any],
+    answered: Callable[[], None] | None,
 ) -> web.StreamResponse:
     try:
-        answer, gone = await bridge.serve(manager.handle_request, request, body, extra)
+        answer, gone = await bridge.serve(manager.handle_request, request, body, extra, answered)
     except ConnectionResetError:
         gone, answer = True, None
     except bridge.StreamBroken as broken:  # a bug, mid-answer: no second answer is begun
@@ -138,23 +139,31 @@ async def _served(
 @contextmanager
 def _answering(
     mounted: Mounted, request: web.Request, where: tuple[str, str], message: Any
-) -> Iterator[web.Response | None]:
+) -> Iterator[tuple[web.Response | None, Callable[[], None] | None]]:
     """Hold a session request's id while it is answered: the SDK keys a session's answers by
-    id, so a second request with an id still in use is refused (-32600), never crossed."""
+    id, so a second request with an id still in use is refused (-32600), never crossed.
+    Yields the refusal, or the release of the id: called (by :mod:`servers.mcp.bridge`) just
+    before the answer is sent, when the SDK holds the id no longer, so a client that sends
+    the id again the moment its answer arrives finds it free."""
     session = request.headers.get("mcp-session-id")
     is_request = isinstance(message, dict) and "method" in message and "id" in message
     if not session or not is_request:
-        yield None
+        yield None, None
         return
     key = (*where, session, str(message["id"]))  # where: (credential, objective)
     if key in mounted.in_flight:
-        yield _rpc_error(INVALID_REQUEST, "this request id is still in use in this session")
+        yield _rpc_error(INVALID_REQUEST, "this request id is still in use in this session"), None
         return
-    mounted.in_flight.add(key)
+    holder = mounted.in_flight[key] = object()
+
+    def release() -> None:  # only its own hold: the id may be another request's already
+        if mounted.in_flight.get(key) is holder:
+            del mounted.in_flight[key]
+
     try:
-        yield None
+        yield None, release
     finally:
-        mounted.in_flight.discard(key)
+        release()
 
 
 def _coordinates(request: web.Request) -> dict[str, str]:

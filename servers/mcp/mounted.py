@@ -40,8 +40,9 @@ class Mounted:
     """Requests the native path answered."""
     server_info: dict[str, Any] = field(default_factory=dict)
     """The ``serverInfo`` stamp of a 2026-07-28 result (the SDK's, taken once)."""
-    in_flight: set[tuple[str, str, str, str]] = field(default_factory=set)
-    """(credential, objective, session, JSON-RPC id) of the session requests being answered."""
+    in_flight: dict[tuple[str, str, str, str], object] = field(default_factory=dict)
+    """(credential, objective, session, JSON-RPC id) of the session requests being answered,
+    each with the token of the request holding it."""
 
 
 MOUNTED: web.AppKey[Mounted] = web.AppKey("mcp", Mounted)
