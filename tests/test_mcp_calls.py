@@ -30,10 +30,10 @@ from runtime_harness import (
 from test_mcp_boundary import INITIALIZE, base_headers, rpc, session_headers, stateless_headers
 
 from servers.http.app import create_app
-from servers.mcp import app as mcp_app
 from servers.mcp.app import McpOptions, mount
 
 QUICK = McpOptions(approval_wait_s=1.0)
+TWO_SESSIONS = McpOptions(approval_wait_s=1.0, sessions_per_credential=2)
 AUTHORING = {"consumer": "course-authoring"}
 
 
@@ -243,18 +243,30 @@ async def opened_session(http: aiohttp.ClientSession, url: str, token: str) -> s
     return session
 
 
-def test_one_credential_cannot_hold_every_session(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(mcp_app, "SESSIONS_PER_CREDENTIAL", 2)
-
+def test_one_credential_cannot_hold_every_session(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with running_stack(tmp_path, mcp=QUICK) as stack:
+        async with running_stack(tmp_path, mcp=TWO_SESSIONS) as stack:
             url = mcp_url(stack.runtime, "authoring", **AUTHORING)
             opened = [await _initialize(url, APP_TOKEN) for _ in range(3)]
             assert opened[:2] == [200, 200] and opened[2] == 503  # its own share is full
             assert await _initialize(url, OTHER_APP_TOKEN) == 200  # another's is not
             assert (await executions(stack)) == {}
+
+    run_async(scenario())
+
+
+def test_a_credential_s_sessions_are_one_budget_across_objectives(tmp_path: Path) -> None:
+    """Its budget is not one per objective (the attack multiplied it by the objectives)."""
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path, mcp=TWO_SESSIONS) as stack:
+            authoring = mcp_url(stack.runtime, "authoring", **AUTHORING)
+            learner = mcp_url(stack.runtime, "learner")
+            assert await _initialize(authoring, APP_TOKEN) == 200
+            assert await _initialize(learner, APP_TOKEN) == 200
+            assert await _initialize(learner, APP_TOKEN) == 503  # its one budget is full
+            assert await _initialize(authoring, APP_TOKEN) == 503
+            assert await _initialize(learner, OTHER_APP_TOKEN) == 200
 
     run_async(scenario())
 

@@ -4,6 +4,8 @@
   ``context.resolve`` and ``tools.execute``;
 - the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
   ``deployment``, each at most once: anything else is 400);
+- the credential's budget of MCP requests being answered, and MCP's share of the connections
+  (429 and 503, each a JSON-RPC error, :mod:`servers.mcp.streams`);
 - the body: its size and encoding (``servers.http.wire``), strict JSON (JSON-RPC ``-32700``),
   one JSON-RPC 2.0 message object (a batch or a broken envelope is ``-32600``, as is a request
   id that is neither a string nor an integer, or one still in use in the same session).
@@ -57,12 +59,22 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return response
     objective = request.match_info["objective"]
     mounted = request.app[MOUNTED]
-    manager = mounted.managers.get(objective)
-    if manager is None:
+    if objective not in mounted.managers:
         raise HttpError(404, "OBJECTIVE_UNKNOWN", "no such objective")
+    with mounted.streams.held(credential.id, request.method == "GET") as refused:
+        if refused is not None:
+            answer = _rpc_error(INVALID_REQUEST, refused.message, refused.status)
+            answer.headers["Retry-After"] = "1"
+            return answer
+        return await _handled(request, mounted, credential.id, objective)
+
+
+async def _handled(
+    request: web.Request, mounted: Mounted, credential: str, objective: str
+) -> web.StreamResponse:
     extra: dict[str, Any] = {
-        "user": AuthenticatedUser(AccessToken(token="", client_id=credential.id, scopes=[])),
-        "seif.credential": credential.id,
+        "user": AuthenticatedUser(AccessToken(token="", client_id=credential, scopes=[])),
+        "seif.credential": credential,
         "seif.objective": objective,
         "seif.coordinates": _coordinates(request),
         "seif.alive": partial(_alive, request),
@@ -75,6 +87,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             return parsed
         extra["seif.body"] = parsed
     message = extra.get("seif.body")
+    manager = mounted.managers[objective]
     if _stateless(request):
         found = fast.route(request, message, _asked(extra, message)) if mounted.native else None
         if found is not None:
@@ -82,7 +95,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             return await fast.answer(request.app, found, mounted.server_info)
         if not fast.wants_progress(message):
             manager = mounted.plain[objective]
-    with _answering(mounted, request, (credential.id, objective), message) as (refused, answered):
+    with _answering(mounted, request, (credential, objective), message) as (refused, answered):
         if refused is not None:
             return refused
         return await _served(manager, request, body, extra, answered)
@@ -216,6 +229,6 @@ def _plain_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _rpc_error(code: int, message: str) -> web.Response:
+def _rpc_error(code: int, message: str, status: int = 400) -> web.Response:
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    return web.Response(body=dump_bytes(body), status=400, content_type="application/json")
+    return web.Response(body=dump_bytes(body), status=status, content_type="application/json")
