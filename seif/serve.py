@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -31,6 +31,9 @@ from servers.runtime.shadow import BACKLOG
 from servers.runtime.startup import Prepared, StartRefused, prepare
 from servers.store.datadir import DataDirError, DataDirLocked
 from servers.store.rows import StoreError
+
+if TYPE_CHECKING:  # the mcp SDK is loaded only when MCP is served
+    from servers.mcp.mounted import McpOptions
 
 T = TypeVar("T")
 RESERVED_DESCRIPTORS = 64
@@ -208,15 +211,23 @@ async def _serve(prepared: Prepared, args: argparse.Namespace, limits: Limits) -
     announce(prepared, status("start"))
     app = create_app(prepared)
     if getattr(args, "mcp", False):
-        from servers.mcp.app import McpOptions, mount  # noqa: PLC0415 -- loads the mcp SDK
+        from servers.mcp.app import mount  # noqa: PLC0415 -- loads the mcp SDK
 
-        mount(app, McpOptions(approval_wait_s=args.mcp_approval_wait))
+        mount(app, mcp_options(args, limits))
         status("start")("seif serve: MCP at /mcp/{objective} (docs/mcp.md)")
     gc.collect()
     gc.freeze()  # what start-up made lives as long as the process: no collection scans it
     await serve_app(
         app, "runtime", args.host, args.port, limits, lambda: readiness(app, status("readiness"))
     )
+
+
+def mcp_options(args: argparse.Namespace, limits: Limits) -> McpOptions:
+    """``--mcp``'s options: the approval wait asked for, and MCP's budgets of requests being
+    answered within the connection limit (``servers.mcp.streams``)."""
+    from servers.mcp.app import McpOptions  # noqa: PLC0415 -- loads the mcp SDK
+
+    return McpOptions.within(limits.max_connections, approval_wait_s=args.mcp_approval_wait)
 
 
 async def serve_app(

@@ -27,13 +27,13 @@ from runtime_harness import (
     running_stack,
     write_config,
 )
-from test_mcp_boundary import rpc, stateless_headers
+from test_mcp_boundary import INITIALIZE, base_headers, rpc, session_headers, stateless_headers
 
 from servers.http.app import create_app
-from servers.mcp import app as mcp_app
 from servers.mcp.app import McpOptions, mount
 
 QUICK = McpOptions(approval_wait_s=1.0)
+TWO_SESSIONS = McpOptions(approval_wait_s=1.0, sessions_per_credential=2)
 AUTHORING = {"consumer": "course-authoring"}
 
 
@@ -181,18 +181,92 @@ def test_a_session_request_id_past_256_characters_is_refused(tmp_path: Path) -> 
     run_async(scenario())
 
 
-def test_one_credential_cannot_hold_every_session(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(mcp_app, "SESSIONS_PER_CREDENTIAL", 2)
+ROUNDS = 150
+
+
+def test_a_request_id_resent_the_moment_its_answer_arrives_is_served(tmp_path: Path) -> None:
+    """A client that reuses a request id once its answer came (as MCP allows) is served
+    every time: the id is free before the answer is sent, never ``still in use`` (it was
+    once freed after the answer's stream ended, and a quick client was refused)."""
 
     async def scenario() -> None:
         async with running_stack(tmp_path, mcp=QUICK) as stack:
+            url = mcp_url(stack.runtime, "learner")
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as http:
+                session = await opened_session(http, url, APP_TOKEN)
+                listing = json.dumps(rpc("tools/list", ident=7))
+                headers = session_headers(session)
+                previous: aiohttp.ClientResponse | None = None
+                refusals: list[str] = []
+                for _ in range(ROUNDS):
+                    response = await http.post(url, data=listing, headers=headers)
+                    if previous is not None:  # it ends after its answer was read and resent
+                        await previous.read()
+                        previous.release()
+                        previous = None
+                    if response.status != 200:
+                        refusals.append(await response.text())
+                        response.release()
+                        continue
+                    answer = await _answer_of(response)
+                    assert answer["id"] == 7 and answer["result"]["tools"], answer
+                    previous = response
+                if previous is not None:
+                    previous.release()
+                assert refusals == [], f"{len(refusals)} of {ROUNDS} refused: {refusals[:1]}"
+
+    run_async(scenario())
+
+
+async def _answer_of(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    """The JSON-RPC answer of a POST answered as an event stream, read as soon as its event
+    arrives (the stream itself may not have ended yet)."""
+    while True:
+        line = await response.content.readline()
+        assert line, "the stream ended without an answer"
+        if line.startswith(b"data:"):
+            message: dict[str, Any] = json.loads(line[5:])
+            if "result" in message or "error" in message:
+                return message
+
+
+async def opened_session(http: aiohttp.ClientSession, url: str, token: str) -> str:
+    """A new ``2025-11-25`` session (initialized) of ``token``'s credential at ``url``."""
+    async with http.post(url, data=json.dumps(INITIALIZE), headers=base_headers(token)) as r:
+        await r.read()
+        assert r.status == 200, (r.status, await r.text())
+        session = r.headers["Mcp-Session-Id"]
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    async with http.post(url, data=initialized, headers=session_headers(session, token)) as r:
+        assert r.status == 202, r.status
+    return session
+
+
+def test_one_credential_cannot_hold_every_session(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_stack(tmp_path, mcp=TWO_SESSIONS) as stack:
             url = mcp_url(stack.runtime, "authoring", **AUTHORING)
             opened = [await _initialize(url, APP_TOKEN) for _ in range(3)]
             assert opened[:2] == [200, 200] and opened[2] == 503  # its own share is full
             assert await _initialize(url, OTHER_APP_TOKEN) == 200  # another's is not
             assert (await executions(stack)) == {}
+
+    run_async(scenario())
+
+
+def test_a_credential_s_sessions_are_one_budget_across_objectives(tmp_path: Path) -> None:
+    """Its budget is not one per objective (the attack multiplied it by the objectives)."""
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path, mcp=TWO_SESSIONS) as stack:
+            authoring = mcp_url(stack.runtime, "authoring", **AUTHORING)
+            learner = mcp_url(stack.runtime, "learner")
+            assert await _initialize(authoring, APP_TOKEN) == 200
+            assert await _initialize(learner, APP_TOKEN) == 200
+            assert await _initialize(learner, APP_TOKEN) == 503  # its one budget is full
+            assert await _initialize(authoring, APP_TOKEN) == 503
+            assert await _initialize(learner, OTHER_APP_TOKEN) == 200
 
     run_async(scenario())
 

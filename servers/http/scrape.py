@@ -12,17 +12,12 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from servers.http.middleware import route_of
 from servers.runtime.metrics import CONTENT_TYPE, Metrics
 
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Authorize = Callable[[web.Request, str], object]
-
-
-def route_of(request: web.Request) -> str:
-    route = request.match_info.route
-    resource = route.resource if route is not None else None
-    return resource.canonical if resource is not None else "unmatched"
 
 
 @web.middleware

@@ -31,8 +31,6 @@ from servers.mcp.mounted import MOUNTED, McpOptions, Mounted
 
 __all__ = ["REVISIONS", "McpOptions", "mount"]
 SESSION_IDLE_S = 30 * 60
-SESSIONS_PER_CREDENTIAL = 1_000
-"""Open sessions of one credential at one objective, at most."""
 REVISIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 """The protocol revisions served: the SDK's handshake revisions (sessions) and 2026-07-28."""
 
@@ -45,9 +43,14 @@ def mount(app: web.Application, options: McpOptions) -> None:
     server = _server(app)
     mounted = Mounted({}, {}, Contexts(lambda: app[RUNTIME]), options)
     mounted.server_info = server.server_info_stamp
+    every: list[_Sessions] = []  # one budget of sessions per credential, across objectives
     for objective in prepared.build.project.objective_by_id:
-        mounted.managers[objective] = _Sessions(server, session_idle_timeout=SESSION_IDLE_S)
-        mounted.plain[objective] = _Sessions(server, json_response=True)
+        mounted.managers[objective] = _Sessions(
+            server, every, options.sessions_per_credential, session_idle_timeout=SESSION_IDLE_S
+        )
+        mounted.plain[objective] = _Sessions(
+            server, every, options.sessions_per_credential, json_response=True
+        )
     app[MOUNTED] = mounted
     app[MCP_REVISIONS] = REVISIONS
     app.cleanup_ctx.append(_running)
@@ -107,14 +110,25 @@ def _server(app: web.Application) -> Server[Any]:
 
 
 class _Sessions(StreamableHTTPSessionManager):
-    """The SDK's session manager, holding at most :data:`SESSIONS_PER_CREDENTIAL` sessions of
-    one credential: one opening sessions in a loop fills its own share, never another's (the
-    SDK's own bound, 10,000 in all, then answers 503)."""
+    """The SDK's session manager of one objective, opening no session for a credential that
+    holds its budget of sessions at every objective's manager (``every``) together: one
+    opening sessions in a loop, at any objective, fills its own share, never another's (the
+    SDK's own bound, 10,000 per objective, then answers 503)."""
+
+    def __init__(self, server: Server[Any], every: list[_Sessions], budget: int, **kw: Any):
+        super().__init__(server, **kw)
+        self._every = every
+        self._budget = budget
+        every.append(self)
 
     def _admit_session(self, requestor: Any) -> Any:
         if requestor is not None:
-            owners = self._session_owners.values()
-            if sum(owner == requestor for owner in owners) >= SESSIONS_PER_CREDENTIAL:
+            held = sum(
+                owner == requestor
+                for manager in self._every
+                for owner in manager._session_owners.values()
+            )
+            if held >= self._budget:
                 return None
         return super()._admit_session(requestor)
 

@@ -4,6 +4,8 @@
   ``context.resolve`` and ``tools.execute``;
 - the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
   ``deployment``, each at most once: anything else is 400);
+- the credential's budget of MCP requests being answered, and MCP's share of the connections
+  (429 and 503, each a JSON-RPC error, :mod:`servers.mcp.streams`);
 - the body: its size and encoding (``servers.http.wire``), strict JSON (JSON-RPC ``-32700``),
   one JSON-RPC 2.0 message object (a batch or a broken envelope is ``-32600``, as is a request
   id that is neither a string nor an integer, or one still in use in the same session).
@@ -15,7 +17,7 @@ its answer is no error of anyone's and is not logged as one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -57,12 +59,22 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return response
     objective = request.match_info["objective"]
     mounted = request.app[MOUNTED]
-    manager = mounted.managers.get(objective)
-    if manager is None:
+    if objective not in mounted.managers:
         raise HttpError(404, "OBJECTIVE_UNKNOWN", "no such objective")
+    with mounted.streams.held(credential.id, request.method == "GET") as refused:
+        if refused is not None:
+            answer = _rpc_error(INVALID_REQUEST, refused.message, refused.status)
+            answer.headers["Retry-After"] = "1"
+            return answer
+        return await _handled(request, mounted, credential.id, objective)
+
+
+async def _handled(
+    request: web.Request, mounted: Mounted, credential: str, objective: str
+) -> web.StreamResponse:
     extra: dict[str, Any] = {
-        "user": AuthenticatedUser(AccessToken(token="", client_id=credential.id, scopes=[])),
-        "seif.credential": credential.id,
+        "user": AuthenticatedUser(AccessToken(token="", client_id=credential, scopes=[])),
+        "seif.credential": credential,
         "seif.objective": objective,
         "seif.coordinates": _coordinates(request),
         "seif.alive": partial(_alive, request),
@@ -75,6 +87,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             return parsed
         extra["seif.body"] = parsed
     message = extra.get("seif.body")
+    manager = mounted.managers[objective]
     if _stateless(request):
         found = fast.route(request, message, _asked(extra, message)) if mounted.native else None
         if found is not None:
@@ -82,10 +95,10 @@ async def handle(request: web.Request) -> web.StreamResponse:
             return await fast.answer(request.app, found, mounted.server_info)
         if not fast.wants_progress(message):
             manager = mounted.plain[objective]
-    with _answering(mounted, request, (credential.id, objective), message) as refused:
+    with _answering(mounted, request, (credential, objective), message) as (refused, answered):
         if refused is not None:
             return refused
-        return await _served(manager, request, body, extra)
+        return await _served(manager, request, body, extra, answered)
 
 
 def _asked(extra: Mapping[str, Any], message: Any) -> Asked:
@@ -117,9 +130,10 @@ async def _served(
     request: web.Request,
     body: bytes,
     extra: dict[str, Any],
+    answered: Callable[[], None] | None,
 ) -> web.StreamResponse:
     try:
-        answer, gone = await bridge.serve(manager.handle_request, request, body, extra)
+        answer, gone = await bridge.serve(manager.handle_request, request, body, extra, answered)
     except ConnectionResetError:
         gone, answer = True, None
     except bridge.StreamBroken as broken:  # a bug, mid-answer: no second answer is begun
@@ -138,23 +152,31 @@ async def _served(
 @contextmanager
 def _answering(
     mounted: Mounted, request: web.Request, where: tuple[str, str], message: Any
-) -> Iterator[web.Response | None]:
+) -> Iterator[tuple[web.Response | None, Callable[[], None] | None]]:
     """Hold a session request's id while it is answered: the SDK keys a session's answers by
-    id, so a second request with an id still in use is refused (-32600), never crossed."""
+    id, so a second request with an id still in use is refused (-32600), never crossed.
+    Yields the refusal, or the release of the id: called (by :mod:`servers.mcp.bridge`) just
+    before the answer is sent, when the SDK holds the id no longer, so a client that sends
+    the id again the moment its answer arrives finds it free."""
     session = request.headers.get("mcp-session-id")
     is_request = isinstance(message, dict) and "method" in message and "id" in message
     if not session or not is_request:
-        yield None
+        yield None, None
         return
     key = (*where, session, str(message["id"]))  # where: (credential, objective)
     if key in mounted.in_flight:
-        yield _rpc_error(INVALID_REQUEST, "this request id is still in use in this session")
+        yield _rpc_error(INVALID_REQUEST, "this request id is still in use in this session"), None
         return
-    mounted.in_flight.add(key)
+    holder = mounted.in_flight[key] = object()
+
+    def release() -> None:  # only its own hold: the id may be another request's already
+        if mounted.in_flight.get(key) is holder:
+            del mounted.in_flight[key]
+
     try:
-        yield None
+        yield None, release
     finally:
-        mounted.in_flight.discard(key)
+        release()
 
 
 def _coordinates(request: web.Request) -> dict[str, str]:
@@ -207,6 +229,6 @@ def _plain_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _rpc_error(code: int, message: str) -> web.Response:
+def _rpc_error(code: int, message: str, status: int = 400) -> web.Response:
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    return web.Response(body=dump_bytes(body), status=400, content_type="application/json")
+    return web.Response(body=dump_bytes(body), status=status, content_type="application/json")

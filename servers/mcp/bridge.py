@@ -9,6 +9,7 @@ for that to end an SSE stream or to cancel a handler whose client has gone.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -57,12 +58,14 @@ class _Answer:
     """The ASGI ``send`` side. An event stream's status and headers go out at once (its first
     event may come much later); any other answer's go out with its first body message, in
     one write, with the ``Content-Length`` the application gave. Once the client has gone,
-    every message is dropped."""
+    every message is dropped. ``answered`` is called once, just before the request's answer
+    is written: before the last body message, or the event carrying a JSON-RPC response."""
 
-    def __init__(self, request: web.Request) -> None:
+    def __init__(self, request: web.Request, answered: Callable[[], None] | None) -> None:
         self.request = request
         self.response: web.StreamResponse | None = None
         self._start: Message | None = None
+        self._answered = answered
         self.done = False
 
     @property
@@ -85,8 +88,13 @@ class _Answer:
             self.done = True
 
     async def _body(self, message: Message) -> None:
-        response = await self._prepared()
         body = message.get("body", b"")
+        if self._answered is not None and (
+            not message.get("more_body", False) or _carries_answer(body)
+        ):
+            self._answered()
+            self._answered = None
+        response = await self._prepared()
         if body:
             await response.write(body)
         if not message.get("more_body", False):
@@ -121,6 +129,26 @@ class StreamBroken(Exception):
         self.response = response
 
 
+def _carries_answer(chunk: bytes) -> bool:
+    """Whether a chunk of an event stream carries a JSON-RPC response (a POST's stream ends
+    with its answer; the SDK writes each event's data on one line)."""
+    if b'"result"' not in chunk and b'"error"' not in chunk:
+        return False
+    for line in chunk.splitlines():
+        if line.startswith(b"data:"):
+            try:
+                message = json.loads(line[5:])
+            except ValueError:
+                continue
+            if (
+                isinstance(message, dict)
+                and "method" not in message
+                and ("result" in message or "error" in message)
+            ):
+                return True
+    return False
+
+
 def _header(message: Message, name: bytes) -> bytes:
     for key, value in message.get("headers", []):
         if key.lower() == name:
@@ -129,10 +157,15 @@ def _header(message: Message, name: bytes) -> bytes:
 
 
 async def serve(
-    app: AsgiApp, request: web.Request, body: bytes, extra: MutableMapping[str, Any]
+    app: AsgiApp,
+    request: web.Request,
+    body: bytes,
+    extra: MutableMapping[str, Any],
+    answered: Callable[[], None] | None = None,
 ) -> tuple[web.StreamResponse | None, bool]:
     """Run ``app`` on ``request`` (its ``body`` already read): the response it streamed, or
-    None when it answered nothing (its client gone, say); and whether the client is gone."""
+    None when it answered nothing (its client gone, say); and whether the client is gone.
+    ``answered``: called just before the answer is written (see :class:`_Answer`)."""
     delivered = False
 
     async def receive() -> Message:
@@ -144,7 +177,7 @@ async def serve(
             await asyncio.sleep(DISCONNECT_POLL_S)
         return {"type": "http.disconnect"}
 
-    answer = _Answer(request)
+    answer = _Answer(request, answered)
     try:
         await app(scope_of(request, body, extra), receive, answer.send)
     except Exception:

@@ -9,16 +9,49 @@ from typing import Any
 from aiohttp import web
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from servers.http.serving import MAX_CONNECTIONS
 from servers.mcp.contexts import Contexts
+from servers.mcp.streams import Streams
 from servers.support.keyed import KeyedLocks
 
 DEFAULT_APPROVAL_WAIT_S = 120.0
+SESSIONS_PER_CREDENTIAL = 1_000
+"""Open sessions of one credential, across objectives, at most (by default)."""
+STREAMS_PER_CREDENTIAL = 64
+"""MCP requests of one credential being answered at once, across objectives, at most (by
+default, and whatever the connection limit)."""
 
 
 @dataclass(frozen=True, slots=True)
 class McpOptions:
     approval_wait_s: float = DEFAULT_APPROVAL_WAIT_S
     """How long a ``tools/call`` that needs approval waits for the operator's decision."""
+    sessions_per_credential: int = SESSIONS_PER_CREDENTIAL
+    """Open sessions of one credential, across objectives (an idle session holds no
+    connection: a bound on memory; its context is one of the credential's)."""
+    streams_per_credential: int = STREAMS_PER_CREDENTIAL
+    """MCP requests of one credential being answered at once (:mod:`servers.mcp.streams`)."""
+    streams_in_all: int = MAX_CONNECTIONS // 2
+    """MCP requests being answered at once, whoever sent them: half the connection limit."""
+
+    def __post_init__(self) -> None:
+        if min(self.sessions_per_credential, self.streams_per_credential) < 1:
+            raise ValueError("the MCP session and stream budgets must be at least 1")
+        if not 1 <= self.streams_per_credential <= self.streams_in_all:
+            raise ValueError("a credential's MCP stream budget must be within MCP's share")
+
+    @classmethod
+    def within(
+        cls, max_connections: int, approval_wait_s: float = DEFAULT_APPROVAL_WAIT_S
+    ) -> McpOptions:
+        """The options of a runtime holding ``max_connections`` connections: MCP may hold half
+        of them (the other half always serves everything else: health, the HTTP API), one
+        credential a quarter of MCP's half at most and never more than
+        :data:`STREAMS_PER_CREDENTIAL`, so at least four credentials fill MCP's share and no
+        number of them fills the runtime's."""
+        in_all = max(1, max_connections // 2)
+        per_credential = max(1, min(STREAMS_PER_CREDENTIAL, in_all // 4))
+        return cls(approval_wait_s, streams_per_credential=per_credential, streams_in_all=in_all)
 
 
 @dataclass(slots=True)
@@ -40,8 +73,14 @@ class Mounted:
     """Requests the native path answered."""
     server_info: dict[str, Any] = field(default_factory=dict)
     """The ``serverInfo`` stamp of a 2026-07-28 result (the SDK's, taken once)."""
-    in_flight: set[tuple[str, str, str, str]] = field(default_factory=set)
-    """(credential, objective, session, JSON-RPC id) of the session requests being answered."""
+    streams: Streams = field(init=False)
+    """The MCP requests being answered, by credential, within the options' budgets."""
+    in_flight: dict[tuple[str, str, str, str], object] = field(default_factory=dict)
+    """(credential, objective, session, JSON-RPC id) of the session requests being answered,
+    each with the token of the request holding it."""
+
+    def __post_init__(self) -> None:
+        self.streams = Streams(self.options.streams_per_credential, self.options.streams_in_all)
 
 
 MOUNTED: web.AppKey[Mounted] = web.AppKey("mcp", Mounted)
