@@ -186,7 +186,7 @@ def test_an_internal_error_s_log_line_is_one_line_naming_the_route_not_the_path(
         with server_log(log_format):
             assert run_async(scenario()) == [500, 500]
     finally:
-        prepared.data.close()
+        prepared.close()
     messages = _messages_naming(capsys.readouterr().err, log_format, "/v1/broken/")
     assert messages == ["internal error in GET /v1/broken/{anything}: RuntimeError"] * 2
 
