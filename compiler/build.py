@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from compiler.diagnostics import Collector, CompileError, Diagnostic
+from compiler.diagnostics import Collector, CompileError
 from compiler.parse import parse_json_text
 from compiler.project import compile_document
 from policy.canonical import EncodingError, canonical_cbor, decode_canonical_cbor
 from policy.codec import to_declaration
+from policy.diagnostic import Diagnostic, Location, headline
 from policy.digest import build_digest
 from policy.ir import PROJECT_FORMAT, Project
 from policy.jsonvalue import thaw
@@ -122,7 +123,13 @@ def write_build(project: Project, out_dir: str | os.PathLike[str]) -> Build:
 
 
 def _fail(code: str, pointer: str, message: str) -> CompileError:
-    return CompileError([Diagnostic(code=code, pointer=pointer, message=message, pass_name="load")])
+    return CompileError(
+        [
+            Diagnostic(
+                code=code, message=message, location=Location(pointer=pointer), pass_name="load"
+            )
+        ]
+    )
 
 
 def _read(directory: Path) -> tuple[bytes, Mapping[str, Any]]:
@@ -201,8 +208,8 @@ def _compile_ir(ir: Any) -> Project:
             [
                 Diagnostic(
                     code="BUILD_INVALID",
-                    pointer="/ir" + (d.pointer or ""),
-                    message=f"{d.code}: {d.message}",
+                    message=headline(d),
+                    location=Location(pointer="/ir" + (d.pointer or "")),
                     pass_name="load",
                 )
                 for d in result.diagnostics

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from compiler import parse, resolve, rules, structure
-from compiler.diagnostics import Collector, CompileError, Diagnostic
+from compiler.diagnostics import Collector, CompileError
 from compiler.lower import fill_defaults, lower
 from compiler.pointer import document_order
+from policy.diagnostic import Diagnostic
 from policy.ir import Project
+from policy.jsonpos import with_positions
 from policy.jsonvalue import thaw
 
 Check = Callable[[Mapping[str, Any], Collector], None]
@@ -92,12 +94,12 @@ def compile_text(text: str) -> CompileResult:
     out = Collector(parse.PASS)
     doc = parse.parse_json_text(text, out)
     if doc is None:
-        return CompileResult(None, tuple(out.items), text)
+        return CompileResult(None, tuple(with_positions(out.items, text)), text)
     found = sorted(
         [*out.items, *check_document(doc)], key=lambda d: document_order(doc, d.pointer or "")
     )
-    if found:
-        return CompileResult(None, tuple(found), text)
+    if found:  # each pointer resolved to where its value is written, for an editor
+        return CompileResult(None, tuple(with_positions(found, text)), text)
     return CompileResult(lower(fill_defaults(doc)), (), text)
 
 

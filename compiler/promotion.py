@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from compiler.build import Build
-from compiler.diagnostics import Diagnostic
 from compiler.registry import PromotionRecord, Registry
 from policy.canonical import canonical_json, identity_value
+from policy.diagnostic import Diagnostic, Location
 from policy.disclosure import availability
 from policy.ir import Membership, Project, ProjectTest, TestCall, ToolExpectation
 from policy.jsonvalue import thaw
@@ -39,7 +39,9 @@ CallKey = tuple[str, str, bool]
 
 
 def _blocked(pointer: str, message: str) -> Diagnostic:
-    return Diagnostic(code=BLOCKED, pointer=pointer, message=message, pass_name="promotion")
+    return Diagnostic(
+        code=BLOCKED, message=message, location=Location(pointer=pointer), pass_name="promotion"
+    )
 
 
 def broken_obligations(baseline: Project, candidate: Project) -> list[Diagnostic]:

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build, write_build
-from compiler.diagnostics import CompileError, Diagnostic
+from compiler.diagnostics import CompileError
+from policy.diagnostic import Diagnostic, Location, headline
 from policy.digest import build_digest
 from policy.strictjson import JsonError, dump_bytes, loads
 
@@ -58,7 +59,12 @@ class RegistryError(CompileError):
 def _diag(code: str, message: str, *, line: int | None = None) -> Diagnostic:
     if line is None:
         return Diagnostic(code=code, message=message, pass_name="registry")
-    return Diagnostic(code=code, message=message, line=line, column=1, pass_name="registry")
+    return Diagnostic(
+        code=code,
+        message=message,
+        location=Location(line=line, column=1),
+        pass_name="registry",
+    )
 
 
 def parse_digest(text: str) -> str:
@@ -208,7 +214,7 @@ class Registry:
             problems = [
                 _diag(
                     "REGISTRY_ENTRY_CORRUPT",
-                    f"the stored build `{stored}` does not verify: {d.code}: {d.message}",
+                    f"the stored build `{stored}` does not verify: {headline(d)}",
                 )
                 for d in exc.diagnostics
             ]

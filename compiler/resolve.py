@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from compiler.diagnostics import Collector, did_you_mean
+from compiler.diagnostics import Collector
 from compiler.pointer import join
+from policy.diagnostic import did_you_mean
 from policy.reasons import REASON_CODES
 
 PASS = "resolve"

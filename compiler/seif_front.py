@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.diagnostics import Diagnostic, did_you_mean
 from compiler.seif_parse import Parsed, SeifSyntaxError, parse_seif
+from policy.diagnostic import Diagnostic, did_you_mean
 
 PASS = "parse"
 
@@ -21,10 +21,7 @@ def compile_seif_text(text: str) -> tuple[Parsed | None, list[Diagnostic]]:
     try:
         parsed = parse_seif(text)
     except SeifSyntaxError as exc:
-        found = Diagnostic(
-            code=exc.code, message=exc.message, line=exc.line, column=exc.column, pass_name=PASS
-        )
-        return None, [found]
+        return None, [replace(exc.diagnostic, pass_name=PASS)]
     located = [locate(d, parsed) for d in check_document(parsed.document)]
     return parsed, sorted(located, key=lambda d: (d.line or 0, d.column or 0))
 
@@ -37,7 +34,7 @@ def locate(diagnostic: Diagnostic, parsed: Parsed) -> Diagnostic:
         diagnostic = replace(diagnostic, message=diagnostic.message + _option_hint(diagnostic))
     if at is None:
         return diagnostic
-    return replace(diagnostic, line=at[0], column=at[1])
+    return diagnostic.moved(line=at[0], column=at[1], cite="line")
 
 
 SCHEMA_OPTIONS = (

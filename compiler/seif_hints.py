@@ -8,10 +8,11 @@ comma in JSON, a value where a keyword belongs.
 
 from __future__ import annotations
 
-import difflib
 from functools import cache
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from policy.diagnostic import nearest
 
 _VALUES = {
     "ID": "a name", "KEY": "a field name", "STRING": 'a string `"..."`', "NUMBER": "a number",
@@ -103,9 +104,9 @@ def _token(exc: UnexpectedToken) -> tuple[str, str]:
         return "SEIF_SYNTAX", "a digest is `sha256:` and 64 lowercase hex digits"
     if word in _literals().values() or word in _STARTS:
         return _misplaced(word, expected)
-    near = difflib.get_close_matches(word, [w for w in words if w.isidentifier()], n=1, cutoff=0.6)
-    if near and token.type in ("ID", "KEY"):
-        return "SEIF_UNKNOWN_KEYWORD", f"unknown keyword `{word[:40]}`: did you mean `{near[0]}`?"
+    near = nearest(word, [w for w in words if w.isidentifier()])
+    if near is not None and token.type in ("ID", "KEY"):
+        return "SEIF_UNKNOWN_KEYWORD", f"unknown keyword `{word[:40]}`: did you mean `{near}`?"
     return "SEIF_SYNTAX", f"unexpected `{word[:40]}`: expected {_shown(expected)}"
 
 

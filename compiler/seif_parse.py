@@ -19,6 +19,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from compiler.pointer import join
+from policy.diagnostic import Diagnostic, Location
 
 FORMAT = "seif.context-project.v1"
 OPTION_KEYS = {
@@ -44,6 +45,12 @@ class SeifSyntaxError(Exception):
     message: str
     line: int
     column: int
+
+    @property
+    def diagnostic(self) -> Diagnostic:
+        """This error as a diagnostic at its line and column."""
+        where = Location(line=self.line, column=self.column, cite="line")
+        return Diagnostic(code=self.code, message=self.message, location=where)
 
 
 @dataclass

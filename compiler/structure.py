@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from compiler.diagnostics import Collector, did_you_mean
+from compiler.diagnostics import Collector
 from compiler.pointer import join
 from policy.codec import FieldSpec, Kind, field_table
 from policy.constraints import Exactly, JsonAny, JsonObject, Length, OneOf, Pattern, Range
+from policy.diagnostic import did_you_mean
 
 PASS = "structure"
 

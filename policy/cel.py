@@ -29,6 +29,7 @@ from policy.celfast import (
     parse_quoted,
 )
 from policy.celfunctions import FUNCTIONS, METHODS
+from policy.diagnostic import Diagnostic, Location, headline
 
 MAX_LENGTH = 1024
 MAX_DEPTH = 200
@@ -55,14 +56,9 @@ _OPERATOR_NODES = frozenset({"addition", "multiplication", "relation", "unary"})
 """Nodes whose first child names their operator (``addition_add`` holds the left operand)."""
 
 
-@dataclass(frozen=True, slots=True)
-class CelProblem:
-    """A compile-time problem: a diagnostic code, a message, and a 1-based line and column."""
-
-    code: str
-    message: str
-    line: int = 1
-    column: int = 1
+def _problem(code: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    """A compile-time problem at a 1-based line and column of the expression's text."""
+    return Diagnostic(code=code, message=message, location=Location(line=line, column=column))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,21 +162,21 @@ def certainly_not_boolean(tree: Any) -> bool:
     return False
 
 
-def check_expression(text: str, stage: str) -> list[CelProblem]:
+def check_expression(text: str, stage: str) -> list[Diagnostic]:
     """Every problem of ``text`` as a condition of ``stage`` (``disclosure`` or ``call``)."""
     return list(_checked(text, stage))
 
 
 @lru_cache(maxsize=1024)
-def _checked(text: str, stage: str) -> tuple[CelProblem, ...]:
+def _checked(text: str, stage: str) -> tuple[Diagnostic, ...]:
     """The problems of one expression, found once (the checker and the compiler both ask)."""
     return tuple(_problems(text, stage))
 
 
-def _problems(text: str, stage: str) -> list[CelProblem]:
+def _problems(text: str, stage: str) -> list[Diagnostic]:
     if len(text) > MAX_LENGTH:
         return [
-            CelProblem(
+            _problem(
                 "CEL_TOO_LONG",
                 f"expression has {len(text)} characters, at most {MAX_LENGTH} are allowed",
             )
@@ -188,31 +184,31 @@ def _problems(text: str, stage: str) -> list[CelProblem]:
     try:
         tree, _quoted = parse_quoted(text)
     except CelCompileError as exc:
-        return [CelProblem(exc.code, f"cel syntax error: {exc.message}", exc.line, exc.column)]
+        return [_problem(exc.code, f"cel syntax error: {exc.message}", exc.line, exc.column)]
     if _depth(tree) > MAX_DEPTH:
-        return [CelProblem("CEL_TOO_COMPLEX", f"expression nests deeper than {MAX_DEPTH} levels")]
+        return [_problem("CEL_TOO_COMPLEX", f"expression nests deeper than {MAX_DEPTH} levels")]
     problems = _identifier_problems(tree, STAGE_IDENTIFIERS[stage])
     problems += _function_problems(tree)
     if _macro_depth(tree) > MAX_MACRO_NESTING:
         message = f"comprehension macros nest at most {MAX_MACRO_NESTING} deep"
-        problems.append(CelProblem("CEL_TOO_COMPLEX", message))
+        problems.append(_problem("CEL_TOO_COMPLEX", message))
     if certainly_not_boolean(tree):
-        problems.append(CelProblem("CEL_NOT_BOOLEAN", "expression does not yield a boolean"))
+        problems.append(_problem("CEL_NOT_BOOLEAN", "expression does not yield a boolean"))
     return problems
 
 
-def _identifier_problems(tree: Any, allowed: frozenset[str]) -> list[CelProblem]:
+def _identifier_problems(tree: Any, allowed: frozenset[str]) -> list[Diagnostic]:
     found: list[tuple[str, int, int]] = []
     _walk_identifiers(tree, frozenset(), found)
     names = ", ".join(f"`{n}`" for n in sorted(allowed))
     return [
-        CelProblem("CEL_UNKNOWN_IDENTIFIER", f"unknown identifier `{name}`; use {names}", line, col)
+        _problem("CEL_UNKNOWN_IDENTIFIER", f"unknown identifier `{name}`; use {names}", line, col)
         for name, line, col in found
         if name not in allowed
     ]
 
 
-def _function_problems(tree: Any) -> list[CelProblem]:
+def _function_problems(tree: Any) -> list[Diagnostic]:
     """Calls of functions CEL does not define for conditions, or with another arity (CEL's
     checker refuses them; at run time they would only ever fail)."""
     problems = []
@@ -233,7 +229,7 @@ def _function_problems(tree: Any) -> list[CelProblem]:
             line = getattr(name_token, "line", 1) or 1
             column = getattr(name_token, "column", 1) or 1
             message = f"no function `{name}` takes {count} argument(s) here"
-            problems.append(CelProblem("CEL_UNKNOWN_FUNCTION", message, line, column))
+            problems.append(_problem("CEL_UNKNOWN_FUNCTION", message, line, column))
     return problems
 
 
@@ -251,7 +247,7 @@ def compile_expression(text: str, stage: str) -> CompiledExpression:
     """Compile a checked expression; raises ``ValueError`` naming the first problem."""
     problems = check_expression(text, stage)
     if problems:
-        raise ValueError(f"{problems[0].code}: {problems[0].message}")
+        raise ValueError(headline(problems[0]))
     return CompiledExpression(text, stage, compile_program(text))
 
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from policy.canonical import escape_pointer_token
+from policy.diagnostic import Diagnostic, Location
 from policy.jsonvalue import JsonValue, iter_strings
 
 MAX_DEPTH = 64
@@ -36,20 +36,6 @@ MAX_INTEGER_DIGITS = 309
 """Digits an integer literal may have: as many as the largest finite double (about 1.8e308)."""
 
 CODES = ("JSON_SYNTAX", "DUPLICATE_KEY", "NUMBER_INVALID", "LONE_SURROGATE", "TOO_DEEP")
-
-
-@dataclass(frozen=True, slots=True)
-class Location:
-    """Where a problem is: a JSON pointer (``""`` is the whole document) or a line and column."""
-
-    pointer: str | None = None
-    line: int | None = None
-    column: int | None = None
-
-    def __str__(self) -> str:
-        if self.line is not None:
-            return f"{self.line}:{self.column}"
-        return self.pointer or "/"
 
 
 class JsonError(ValueError):
@@ -65,6 +51,11 @@ class JsonError(ValueError):
         if self.where.pointer is None and self.where.line is None:
             return self.message
         return f"{self.message} (at {self.where})"
+
+    @property
+    def diagnostic(self) -> Diagnostic:
+        """This refusal as a diagnostic (its code, message and location)."""
+        return Diagnostic(code=self.code, message=self.message, location=self.where)
 
 
 class _Duplicate(ValueError):

@@ -11,7 +11,7 @@ import argparse
 import os
 from typing import Any
 
-from seif.output import EXIT_OK, EXIT_USAGE, warn
+from seif.output import EXIT_OK, EXIT_USAGE, print_diagnostics, warn
 
 DEFAULT_PORT = 8788
 
@@ -44,8 +44,7 @@ def cmd_approval_server(args: argparse.Namespace) -> int:
         approvers = load_approvers(args.approvers, os.environ)
         token = runner_token(os.environ, approvers)
     except ConfigError as exc:
-        for p in exc.problems:
-            warn(p.render())
+        print_diagnostics(exc.diagnostics)
         return EXIT_USAGE
     config = ApprovalConfig(runtime_url=url, approvers=approvers, runner_token=token)
     try:

@@ -7,12 +7,20 @@ from pathlib import Path
 from typing import Any
 
 from compiler.build import write_build
-from compiler.diagnostics import Diagnostic, render_text
 from compiler.project import CompileResult, compile_file
 from policy.ir import Project
 from policy.strictjson import dumps
 from policy.testing import TestReport, run_tests
-from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
+from seif.output import (
+    EXIT_NOT_ACCEPTABLE,
+    EXIT_OK,
+    EXIT_USAGE,
+    emit_json,
+    print_diagnostics,
+    problem,
+    say,
+    warn,
+)
 
 
 def exit_code_for(result: CompileResult) -> int:
@@ -33,18 +41,6 @@ def tool_rows(project: Project | None) -> list[dict[str, Any]]:
     ]
 
 
-def print_diagnostics(
-    filename: str,
-    diagnostics: tuple[Diagnostic, ...],
-    source: str | None,
-    *,
-    to_stderr: bool = False,
-) -> None:
-    for d in diagnostics:
-        text = render_text(d, filename, source)
-        warn(text) if to_stderr else say(text)
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     result = compile_file(args.project)
     if args.json:
@@ -56,7 +52,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             }
         )
         return exit_code_for(result)
-    print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)
+    print_diagnostics(result.diagnostics, args.project, result.source)
     if result.project is None:
         count = len(result.diagnostics)
         say(f"{args.project}: invalid, {count} error{'s' if count != 1 else ''}")
@@ -86,11 +82,11 @@ def refused_out(out: Path) -> str | None:
 def cmd_build(args: argparse.Namespace) -> int:
     refusal = refused_out(Path(args.out))
     if refusal is not None:
-        warn(f"{args.out}: OUT_REFUSED: {refusal}; nothing was written")
+        problem(args.out, "OUT_REFUSED", f"{refusal}; nothing was written")
         return EXIT_USAGE
     result = compile_file(args.project)
     if result.project is None:
-        print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)
+        print_diagnostics(result.diagnostics, args.project, result.source)
         warn(f"{args.project}: invalid, no build written")
         return exit_code_for(result)
     report = run_tests(result.project)
@@ -124,7 +120,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({"ok": False, "diagnostics": [d.to_json() for d in result.diagnostics]})
         else:
-            print_diagnostics(args.project, result.diagnostics, result.source, to_stderr=True)
+            print_diagnostics(result.diagnostics, args.project, result.source)
         return exit_code_for(result)
     report = run_tests(result.project)
     if args.json:

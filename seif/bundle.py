@@ -26,7 +26,7 @@ from seif import __version__
 from seif.authoring import print_report
 from seif.bindings import CONTRACTS_FILE, contracts_document, json_bytes, write_template
 from seif.bundle_files import readme, run_script
-from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, say, warn
+from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, problem, say, warn
 from seif.release import refuse, verified_build
 from seif.wheels import BundleError, build_wheels, source_root
 
@@ -114,16 +114,16 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     report = run_tests(build.project)
     if not report.passed:
         print_report(args.build, report, to_stderr=True)
-        warn(f"{args.build}: TESTS_FAILED: the build's tests fail; no bundle written")
+        problem(args.build, "TESTS_FAILED", "the build's tests fail; no bundle written")
         return EXIT_NOT_ACCEPTABLE
     try:
         out = _out_dir(args.out)
         manifest = make_bundle(build, out, source_root(args.source))
     except BundleError as exc:
-        warn(f"{args.out}: {exc.code}: {exc.message}")
+        problem(args.out, exc.code, exc.message)
         return EXIT_USAGE if exc.usage else EXIT_NOT_ACCEPTABLE
     except OSError as exc:
-        warn(f"{args.out}: BUNDLE_WRITE_FAILED: cannot write: {exc.strerror or exc}")
+        problem(args.out, "BUNDLE_WRITE_FAILED", f"cannot write: {exc.strerror or exc}")
         return EXIT_USAGE
     say(f"bundle of {build.digest} in {out.resolve()}")
     say(f"  {len(manifest['wheels'])} wheels for Python {manifest['python']['version']}")

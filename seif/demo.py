@@ -12,6 +12,7 @@ from pathlib import Path
 
 from compiler import CompileError, compile_project, load_build, write_build
 from policy import Call, ContextState, Decision, decide, disclose, run_tests
+from policy.diagnostic import render
 from policy.ir import Project
 from policy.strictjson import dumps
 from policy.testing import test_fixtures
@@ -27,7 +28,7 @@ def main() -> int:
         ir = compile_project(REFERENCE)
     except CompileError as exc:
         for d in exc.diagnostics:
-            print(f"{REFERENCE}:{d.location}: {d.code}: {d.message}")
+            print(render(d, str(REFERENCE)))
         return 1
     print(f"valid: {REFERENCE.relative_to(ROOT)}")
     report = run_tests(ir)

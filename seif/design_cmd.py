@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from seif.output import EXIT_OK, EXIT_USAGE, warn
+from seif.output import EXIT_OK, EXIT_USAGE, problem, warn
 
 DEFAULT_PORT = 8790
 EPILOG = """example:
@@ -61,7 +61,7 @@ def cmd_design(args: argparse.Namespace) -> int:
 
     project = Path(args.project)
     if not project.is_file():
-        warn(f"{args.project}: FILE_UNREADABLE: not a file; give a `.json` or `.seif` project")
+        problem(args.project, "FILE_UNREADABLE", "not a file; give a `.json` or `.seif` project")
         return EXIT_USAGE
     if not 0 <= args.port <= 65535:
         warn(f"--port {args.port}: use 0..65535")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, say, warn
+from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, print_diagnostics, problem, say
 
 
 def add_parsers(sub: Any) -> None:
@@ -34,13 +34,13 @@ def _read(path: str) -> str | None:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        warn(f"{path}: FILE_UNREADABLE: {getattr(exc, 'strerror', None) or exc}")
+        problem(path, "FILE_UNREADABLE", str(getattr(exc, "strerror", None) or exc))
         return None
 
 
 def _document(path: str, text: str) -> Any:
     """The JSON document of ``text`` (a `.seif` or a JSON project), or None (reported)."""
-    from compiler.diagnostics import Collector, render_text  # noqa: PLC0415
+    from compiler.diagnostics import Collector  # noqa: PLC0415
     from compiler.parse import parse_json_text  # noqa: PLC0415
     from compiler.seif_parse import SeifSyntaxError, parse_seif  # noqa: PLC0415
 
@@ -48,15 +48,11 @@ def _document(path: str, text: str) -> Any:
         try:
             return parse_seif(text).document
         except SeifSyntaxError as exc:
-            from compiler.diagnostics import Diagnostic  # noqa: PLC0415
-
-            found = Diagnostic(code=exc.code, message=exc.message, line=exc.line, column=exc.column)
-            warn(render_text(found, path, text))
+            print_diagnostics([exc.diagnostic], path, text)
             return None
     out = Collector("parse")
     doc = parse_json_text(text, out)
-    for d in out.items:
-        warn(render_text(d, path, text))
+    print_diagnostics(out.items, path, text)
     return doc
 
 
@@ -75,7 +71,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     try:
         Path(args.out).write_text(result, encoding="utf-8")
     except OSError as exc:
-        warn(f"{args.out}: FILE_UNWRITABLE: {exc.strerror or exc}")
+        problem(args.out, "FILE_UNWRITABLE", str(exc.strerror or exc))
         return EXIT_USAGE
     return EXIT_OK
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
+from policy.diagnostic import Diagnostic, Location, render
 from policy.strictjson import dumps
 
 EXIT_OK = 0
@@ -33,3 +35,22 @@ def refused(command: str, code: str, message: str, *, as_json: bool) -> int:
     if as_json:
         emit_json({"ok": False, "error": {"code": code, "message": message}})
     return EXIT_USAGE
+
+
+def print_diagnostics(
+    diagnostics: Iterable[Diagnostic],
+    file: str | None = None,
+    source: str | None = None,
+    *,
+    to_stderr: bool = True,
+) -> None:
+    """Each diagnostic rendered (:func:`policy.diagnostic.render`: ``file`` names the file of
+    those that name none; ``source`` gives a caret under a line and column), one per line."""
+    out = warn if to_stderr else say
+    for d in diagnostics:
+        out(render(d, file, source))
+
+
+def problem(file: str, code: str, message: str) -> None:
+    """One problem of a whole file on stderr: ``FILE: CODE: message``."""
+    warn(render(Diagnostic(code=code, message=message, location=Location(file=file))))

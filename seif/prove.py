@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from seif import __version__
-from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, warn
+from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, problem
 
 if TYPE_CHECKING:  # the steps (and aiohttp with them) load only when `seif prove` runs
     from collections.abc import Callable, Sequence
@@ -49,7 +49,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        warn(f"{args.output}: OUTPUT_UNWRITABLE: {exc.strerror or exc}")
+        problem(args.output, "OUTPUT_UNWRITABLE", str(exc.strerror or exc))
         return EXIT_USAGE
     root = Path(tempfile.mkdtemp(prefix="seif-delivery-")).resolve()
     print(f"delivery directory: {root}", flush=True)

@@ -11,12 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build
-from compiler.diagnostics import CompileError, Diagnostic, render_text
+from compiler.diagnostics import CompileError
 from compiler.promotion import BLOCKED, Promotion, promote
 from compiler.registry import Entry, PromotionRecord, Registry, RegistryError, check_by
+from policy.diagnostic import Diagnostic
 from policy.testing import TestReport, run_tests
 from seif.authoring import print_report
-from seif.output import EXIT_LOCKED, EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
+from seif.output import (
+    EXIT_LOCKED,
+    EXIT_NOT_ACCEPTABLE,
+    EXIT_OK,
+    EXIT_USAGE,
+    emit_json,
+    print_diagnostics,
+    problem,
+    say,
+)
 
 USAGE_CODES = frozenset(
     {
@@ -50,17 +60,12 @@ def refuse(
             {
                 "ok": False,
                 **(extra or {}),
-                "diagnostics": [_diag_json(d, where) for d in exc.diagnostics],
+                "diagnostics": [d.to_json(where) for d in exc.diagnostics],
             }
         )
     else:
-        for d in exc.diagnostics:
-            warn(render_text(d, where))
+        print_diagnostics(exc.diagnostics, where)
     return exit_code(exc.diagnostics)
-
-
-def _diag_json(d: Diagnostic, file: str) -> dict[str, Any]:
-    return {"file": file, **d.to_json()}
 
 
 def verified_build(build_dir: str) -> Build:
@@ -92,7 +97,7 @@ def cmd_register(args: argparse.Namespace) -> int:
             emit_json({"ok": False, "digest": build.digest, "tests": _tests_json(report)})
         else:
             print_report(args.build, report, to_stderr=True)
-            warn(f"{args.build}: TESTS_FAILED: the build's tests fail; not registered")
+            problem(args.build, "TESTS_FAILED", "the build's tests fail; not registered")
         return EXIT_NOT_ACCEPTABLE
     try:
         registered = Registry(args.registry).register(build)
@@ -152,7 +157,7 @@ def _promotion_json(p: Promotion) -> dict[str, Any]:
         "candidate": p.candidate.digest,
         "baseline": baseline,
         "tests": _tests_json(p.report),
-        "diagnostics": [_diag_json(d, baseline or "") for d in p.broken],
+        "diagnostics": [d.to_json(baseline or "") for d in p.broken],
         "record": p.record.to_json() if p.record else None,
     }
 
@@ -165,15 +170,12 @@ def _print_promotion(p: Promotion) -> None:
         return
     if not p.report.passed:
         print_report(p.candidate.digest, p.report, to_stderr=True)
-        warn(f"{p.candidate.digest}: {BLOCKED}: the candidate's tests fail; not promoted")
-    for d in p.broken:
-        warn(render_text(d, baseline or ""))
+        problem(p.candidate.digest, BLOCKED, "the candidate's tests fail; not promoted")
+    print_diagnostics(p.broken, baseline or "")
     if p.broken:
         count = len(p.broken)
-        warn(
-            f"{p.candidate.digest}: {BLOCKED}: {count} obligation{'s' if count != 1 else ''} "
-            f"of the baseline {baseline} broken; not promoted"
-        )
+        broken = f"{count} obligation{'s' if count != 1 else ''} of the baseline {baseline} broken"
+        problem(p.candidate.digest, BLOCKED, f"{broken}; not promoted")
 
 
 def _entry_json(entry: Entry, promoted: set[str], current: str | None) -> dict[str, Any]:
@@ -212,8 +214,7 @@ def cmd_registry_list(args: argparse.Namespace) -> int:
         return EXIT_OK if ok else EXIT_NOT_ACCEPTABLE
     for entry, row in zip(entries, rows, strict=True):
         if entry.build is None:
-            for d in entry.problems:
-                warn(render_text(d, str(registry.root / "builds" / entry.name)))
+            print_diagnostics(entry.problems, str(registry.root / "builds" / entry.name))
             continue
         mark = " (current)" if row["current"] else " (promoted before)" if row["promoted"] else ""
         project = row["project"]

@@ -21,9 +21,17 @@ from compiler.authoring.release import (
     ToolSetup,
     prepare_release,
 )
-from compiler.diagnostics import render_text
 from seif.authoring import print_report
-from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
+from seif.output import (
+    EXIT_NOT_ACCEPTABLE,
+    EXIT_OK,
+    EXIT_USAGE,
+    emit_json,
+    print_diagnostics,
+    problem,
+    say,
+    warn,
+)
 from seif.release import USAGE_CODES
 
 RELEASE_USAGE_CODES = USAGE_CODES | {
@@ -62,7 +70,7 @@ def _refused(error: ReleaseError, project: str, *, as_json: bool) -> None:
             "registered": error.registered,
             "promoted": False,
             "deployed": False,
-            "diagnostics": [{"file": error.file, **d.to_json()} for d in error.diagnostics],
+            "diagnostics": [d.to_json(error.file) for d in error.diagnostics],
         }
         if error.report is not None:
             document["tests"] = error.report.to_json()
@@ -71,10 +79,9 @@ def _refused(error: ReleaseError, project: str, *, as_json: bool) -> None:
     if error.report is not None:
         print_report(error.file, error.report, to_stderr=True)
         why = "the project's tests fail; nothing was registered or written"
-        warn(f"{error.file}: TESTS_FAILED: {why}")
+        problem(error.file, "TESTS_FAILED", why)
         return
-    for d in error.diagnostics:
-        warn(render_text(d, error.file, error.source))
+    print_diagnostics(error.diagnostics, error.file, error.source)
     if error.registered is None:
         warn(f"{project}: not released: nothing was registered or written")
     else:

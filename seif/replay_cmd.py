@@ -16,6 +16,7 @@ from typing import Any
 
 from compiler.build import Build, load_build
 from compiler.diagnostics import CompileError
+from policy.diagnostic import headline
 from policy.replay import ReplayReport, WhatIfReport, replay, what_if
 from seif import replay_text, trace_verify
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
@@ -93,7 +94,7 @@ def _load(directory: str) -> Build:
     try:
         return load_build(directory)
     except CompileError as exc:
-        problems = "; ".join(f"{d.code}: {d.message}" for d in exc.diagnostics)
+        problems = "; ".join(headline(d) for d in exc.diagnostics)
         raise _Refused("BUILD_UNREADABLE", f"{directory}: {problems}") from None
 
 

@@ -9,16 +9,15 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from compiler.diagnostics import CompileError
+from policy.diagnostic import Diagnostic, render_lines
 from seif.output import EXIT_LOCKED, EXIT_OK, EXIT_USAGE
 from seif.serve_log import configure, listening, refused, status
-from servers.config.files import ConfigError
 from servers.http.app import create_app
 from servers.http.serving import (
     HEADER_TIMEOUT_S,
@@ -66,20 +65,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
             shadow_backlog=getattr(args, "shadow_backlog", BACKLOG),
         )
     except StartRefused as exc:  # every problem of every file, then exit
-        for error in exc.errors:
-            _report(error, args.build)
-        refused(f"seif serve: not started, {_count(exc)}; nothing was created")
+        _report(exc.diagnostics)
+        n = len(exc.diagnostics)
+        refused(f"seif serve: not started, {n} problem{'s' if n != 1 else ''}; nothing was created")
         return EXIT_USAGE
     except StoreError as exc:  # a shared store that cannot be opened (no password is named)
         refused(f"seif serve: STORE_UNAVAILABLE: {exc}")
         return EXIT_USAGE
-    except DataDirLocked as exc:
-        refused(f"{where.data_dir}: DATA_DIR_LOCKED: {exc.message}")
+    except DataDirLocked as exc:  # named as given, not as the absolute path it was opened at
+        _report(d.moved(file=where.data_dir) for d in exc.diagnostics)
         return EXIT_LOCKED
     except DataDirError as exc:  # damage or loss found at start: nothing was changed
-        refused(f"{exc.file}: {exc.code}: {exc.message}")
-        if exc.remedy:
-            refused(f"{exc.file}: remedy: {exc.remedy}")
+        _report(exc.diagnostics)
         return EXIT_USAGE
     try:
         run_loop(_serve(prepared, args, _limits(args)))
@@ -116,23 +113,12 @@ def store_of(args: argparse.Namespace) -> StoreChoice | str:
     return "--store must be sqlite:DATA_DIR or a postgresql:// URL"
 
 
-def _report(error: Exception, build_dir: str) -> None:
-    """One rendering for every problem: ``FILE:WHERE: CODE: message``."""
-    if isinstance(error, CompileError):
-        for d in error.diagnostics:
-            where = f"{build_dir}:{d.location}" if d.location else build_dir
-            refused(f"{where}: {d.code}: {d.message}")
-    elif isinstance(error, ConfigError):
-        for p in error.problems:
-            refused(p.render())
-
-
-def _count(refused: StartRefused) -> str:
-    n = sum(
-        len(e.diagnostics) if isinstance(e, CompileError) else len(getattr(e, "problems", [1]))
-        for e in refused.errors
-    )
-    return f"{n} problem{'s' if n != 1 else ''}"
+def _report(diagnostics: Iterable[Diagnostic]) -> None:
+    """Each problem as ``FILE:WHERE: CODE: message`` (and ``FILE: remedy: ...``), a line of
+    the log each."""
+    for d in diagnostics:
+        for line in render_lines(d):
+            refused(line)
 
 
 def run_loop(main: Coroutine[Any, Any, T]) -> T:

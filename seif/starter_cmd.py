@@ -22,9 +22,9 @@ from compiler.authoring.starter import (
     binding_entry,
     write_starter,
 )
-from compiler.diagnostics import CompileError, render_text
+from compiler.diagnostics import CompileError
 from policy.ir import Tool
-from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, say, warn
+from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, print_diagnostics, say
 from seif.release import refuse, verified_build
 
 EXAMPLE = "seif starter --build out/build --tool inspect-context --lang python --out executor"
@@ -75,8 +75,7 @@ def cmd_starter(args: argparse.Namespace) -> int:
     try:
         result = write_starter(build.project, args.tool, args.lang, Path(args.out))
     except AuthoringError as exc:
-        for d in exc.diagnostics:
-            warn(render_text(d, args.out))
+        print_diagnostics(exc.diagnostics, args.out)
         codes = {d.code for d in exc.diagnostics}
         return EXIT_USAGE if codes and codes <= USAGE_CODES else EXIT_NOT_ACCEPTABLE
     tool = build.project.tool_by_id[result.tool_id]

@@ -13,9 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
-from compiler.diagnostics import Diagnostic, render_text
+from policy.diagnostic import Diagnostic
 from policy.strictjson import JsonError, loads
-from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, EXIT_USAGE, emit_json, say, warn
+from seif.output import (
+    EXIT_NOT_ACCEPTABLE,
+    EXIT_OK,
+    EXIT_USAGE,
+    emit_json,
+    print_diagnostics,
+    say,
+    warn,
+)
 
 USAGE_CODES = frozenset({
     "FILE_UNREADABLE", "FILE_UNWRITABLE", "JSON_SYNTAX", "SEIF_SYNTAX", "ARGUMENTS_NOT_JSON",
@@ -112,8 +120,7 @@ def _refuse(args: argparse.Namespace, diagnostics: list[Diagnostic], text: str |
     if args.json:
         emit_json({"ok": False, "diagnostics": [d.to_json() for d in diagnostics]})
         return code
-    for d in diagnostics:
-        warn(render_text(d, args.project, text))
+    print_diagnostics(diagnostics, args.project, text)
     return code
 
 

@@ -16,6 +16,7 @@ import pytest
 from approval_harness import ANA_TOKEN, APPROVER_ENV, APPROVERS, write_approvers
 from runtime_harness import APPROVAL_TOKEN, _read_url, _spawn, seif_command, stop
 
+from policy.diagnostic import render
 from servers.config.approvers import load_approvers, runner_token, runtime_url
 from servers.config.files import ConfigError
 
@@ -26,7 +27,7 @@ def _problems(document: Any, env: dict[str, str] | None = None, tmp: Path | None
     path.write_text(document if isinstance(document, str) else json.dumps(document))
     with pytest.raises(ConfigError) as refused:
         load_approvers(path, APPROVER_ENV if env is None else env)
-    return [(p.pointer, p.code) for p in refused.value.problems]
+    return [(p.pointer, p.code) for p in refused.value.diagnostics]
 
 
 def test_the_approvers_file_is_checked_whole(tmp_path: Path) -> None:
@@ -69,7 +70,7 @@ def test_a_token_pasted_as_a_reference_is_never_repeated(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as refused:
         load_approvers(path, APPROVER_ENV)
     assert ANA_TOKEN not in str(refused.value)
-    assert ANA_TOKEN not in " ".join(p.render() for p in refused.value.problems)
+    assert ANA_TOKEN not in " ".join(render(p) for p in refused.value.diagnostics)
 
 
 def test_the_runner_credential_is_required_and_no_approver_s(tmp_path: Path) -> None:
@@ -82,7 +83,7 @@ def test_the_runner_credential_is_required_and_no_approver_s(tmp_path: Path) -> 
     ):
         with pytest.raises(ConfigError) as refused:
             runner_token(env, approvers)
-        assert [p.code for p in refused.value.problems] == [code]
+        assert [p.code for p in refused.value.diagnostics] == [code]
         assert ANA_TOKEN not in str(refused.value)
 
 
@@ -97,7 +98,7 @@ def test_the_runtime_url_keeps_the_runner_credential_safe() -> None:
     ):
         with pytest.raises(ConfigError) as refused:
             runtime_url(url)
-        assert refused.value.problems[0].code == code, url
+        assert refused.value.diagnostics[0].code == code, url
 
 
 def _command(tmp: Path, *extra: str) -> list[str]:

@@ -96,9 +96,11 @@ def actual_entries(result: CompileResult) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"code": diagnostic.code}
         if diagnostic.pointer is not None:
             entry["pointer"] = diagnostic.pointer
-        if diagnostic.line is not None or diagnostic.column is not None:
+        if diagnostic.location.cites_line:  # a line the text was written at (JSON_SYNTAX)
             entry["line"] = diagnostic.line
             entry["column"] = diagnostic.column
+        elif diagnostic.pointer is not None:  # resolved from the pointer, for an editor
+            assert diagnostic.line is not None and diagnostic.column is not None, diagnostic
         entries.append(entry)
     return entries
 

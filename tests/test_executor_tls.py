@@ -174,7 +174,7 @@ def test_ca_file_refusals(
     ca_file = make(tmp_path, pki)
     with pytest.raises(ConfigError) as caught:
         bind(tmp_path, "https://executor.example", caFile=ca_file)
-    [problem] = caught.value.problems
+    [problem] = caught.value.diagnostics
     assert (problem.code, problem.pointer) == (code, "/tools/inspect-context/caFile")
     assert problem.file == str(tmp_path / "bindings.json")
     if isinstance(ca_file, str) and ca_file:
@@ -187,7 +187,7 @@ def test_ca_file_for_http_is_refused(tmp_path: Path, pki: Pki) -> None:
     pki.write_ca(tmp_path / "ca.pem")
     with pytest.raises(ConfigError) as caught:
         bind(tmp_path, "http://127.0.0.1:9", caFile="ca.pem")
-    assert [(p.code, p.pointer) for p in caught.value.problems] == [
+    assert [(p.code, p.pointer) for p in caught.value.diagnostics] == [
         ("CA_FILE_HTTP_REFUSED", "/tools/inspect-context/caFile")
     ]
 

@@ -15,6 +15,7 @@ from typing import Any
 import blake3
 import pytest
 
+from policy.diagnostic import Diagnostic, Location, render
 from servers.config import files as config_files
 from servers.config.files import (
     CODES,
@@ -24,7 +25,6 @@ from servers.config.files import (
     ConfigError,
     Credential,
     Credentials,
-    Problem,
     approval_token,
     load_bindings,
     load_credentials,
@@ -110,16 +110,16 @@ def assert_no_secret(text: str) -> None:
 def refusal(excinfo: pytest.ExceptionInfo[ConfigError]) -> list[tuple[str, str]]:
     """The (code, pointer) pairs of a refusal, after checking no message leaks a secret."""
     error = excinfo.value
-    assert error.problems
+    assert error.diagnostics
     assert_no_secret(str(error))
     assert_no_secret(repr(error))
-    for p in error.problems:
+    for p in error.diagnostics:
         assert p.code in CODES
         assert p.message and p.message == p.message.strip() and not p.message.endswith(".")
         assert p.message[0] == p.message[0].lower()
         assert_no_secret(p.message)
         assert_no_secret(repr(p))
-    return [(p.code, p.pointer) for p in error.problems]
+    return [(p.code, p.pointer) for p in error.diagnostics]
 
 
 # --- credentials -----------------------------------------------------------------------------
@@ -351,7 +351,7 @@ def test_credentials_refusals(tmp_path: Path, doc: Any, code: str, pointer: str)
     with pytest.raises(ConfigError) as excinfo:
         load_credentials(write(tmp_path, doc), ENV, keyring_get=FakeKeyring(KEYCHAIN))
     assert (code, pointer) in refusal(excinfo)
-    assert all(p.file == str(tmp_path / "config.json") for p in excinfo.value.problems)
+    assert all(p.file == str(tmp_path / "config.json") for p in excinfo.value.diagnostics)
 
 
 def test_credentials_unreadable(tmp_path: Path) -> None:
@@ -365,7 +365,7 @@ def test_credentials_keychain_failure(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_credentials(write(tmp_path, doc), ENV, keyring_get=FakeKeyring(KEYCHAIN, fail=True))
     assert refusal(excinfo) == [("KEYCHAIN_UNAVAILABLE", "/credentials/0/tokenRef")]
-    assert "RuntimeError" in excinfo.value.problems[0].message
+    assert "RuntimeError" in excinfo.value.diagnostics[0].message
 
 
 def test_credentials_report_every_problem(tmp_path: Path) -> None:
@@ -708,7 +708,7 @@ def test_bindings_report_every_problem(tmp_path: Path, reference_ir: Any) -> Non
         ("UNKNOWN_TOOL", "/tools/other"),
         ("ENDPOINT_SECRET_REQUIRED", "/tools/other/endpoint"),
     ]
-    assert all("pw" not in p.message for p in excinfo.value.problems)
+    assert all("pw" not in p.message for p in excinfo.value.diagnostics)
 
 
 def test_bindings_read_only_named_secrets(tmp_path: Path, reference_ir: Any) -> None:
@@ -745,7 +745,7 @@ def test_approval_token() -> None:
         with pytest.raises(ConfigError) as excinfo:
             approval_token(env, creds, required=True)
         assert refusal(excinfo) == [("APPROVAL_TOKEN_MISSING", "")]
-        assert excinfo.value.problems[0].file == f"${name}"
+        assert excinfo.value.diagnostics[0].file == f"${name}"
     for required in (True, False):
         with pytest.raises(ConfigError) as excinfo:
             approval_token({name: APP_TOKEN}, creds, required=required)
@@ -775,17 +775,21 @@ def test_pasted_secrets_are_not_echoed(tmp_path: Path, reference_ir: Any) -> Non
     doc = {"credentials": [credential_entry(tokenRef=APP_TOKEN)]}
     with pytest.raises(ConfigError) as excinfo:
         load_credentials(write(tmp_path, doc), ENV)
-    assert excinfo.value.problems[0].message.startswith("this value is not")
+    assert excinfo.value.diagnostics[0].message.startswith("this value is not")
     shown = with_tool(secretRef="env:SEIF_REGISTRY_TOKEN")
     with pytest.raises(ConfigError) as excinfo:
         load(tmp_path, shown, reference_ir)
-    assert "`env:SEIF_REGISTRY_TOKEN`" in excinfo.value.problems[0].message
+    assert "`env:SEIF_REGISTRY_TOKEN`" in excinfo.value.diagnostics[0].message
+
+
+def problem(file: str, pointer: str) -> Diagnostic:
+    return Diagnostic(code="X", message="m", location=Location(file=file, pointer=pointer))
 
 
 def test_problem_render() -> None:
-    assert Problem("X", "f.json", "/a/0", "m").render() == "f.json:/a/0: X: m"
-    assert Problem("X", "f.json", "", "m").render() == "f.json: X: m"
-    assert str(ConfigError([Problem("X", "f.json", "", "m")])) == "f.json: X: m"
+    assert render(problem("f.json", "/a/0")) == "f.json:/a/0: X: m"
+    assert render(problem("f.json", "")) == "f.json: X: m"
+    assert str(ConfigError([problem("f.json", "")])) == "f.json: X: m"
 
 
 def test_every_code_has_a_case_and_a_doc() -> None:

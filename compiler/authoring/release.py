@@ -36,12 +36,14 @@ from compiler.authoring.bindings import (
 )
 from compiler.authoring.source import AuthoringError, test_failures
 from compiler.build import load_build, write_build
-from compiler.diagnostics import Collector, CompileError, Diagnostic
+from compiler.diagnostics import Collector, CompileError
 from compiler.parse import parse_json_text, read_text
 from compiler.pointer import join
 from compiler.project import compile_file
 from compiler.registry import Registered, Registry, RegistryError
+from policy.diagnostic import Diagnostic, Location, headline
 from policy.ir import Project, Tool
+from policy.jsonpos import with_positions
 from policy.testing import TestReport, run_tests
 
 ENVIRONMENT_ID = re.compile(r"[a-z][a-z0-9-]{0,63}")
@@ -90,10 +92,16 @@ def _refuse(
     file: PathLike,
     message: str,
     pointer: str | None = None,
+    source: str | None = None,
+    *,
     registered: str | None = None,
 ) -> ReleaseError:
-    diagnostic = Diagnostic(code=code, message=message, pointer=pointer, pass_name="release")
-    return ReleaseError([diagnostic], file=str(file), registered=registered)
+    """A release refused for one problem (``source``: the text ``pointer`` points into)."""
+    diagnostic = Diagnostic(
+        code=code, message=message, location=Location(pointer=pointer), pass_name="release"
+    )
+    located = with_positions([diagnostic], source)
+    return ReleaseError(located, file=str(file), source=source, registered=registered)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,27 +222,22 @@ def read_previous(path: Path, environment: str) -> Previous:
     document = parse_json_text(text, out)
     problems = [_invalid(d) for d in out.items] or bindings_problems(document)
     if problems:
-        raise ReleaseError(problems, file=str(path), source=text)
+        raise ReleaseError(with_positions(problems, text), file=str(path), source=text)
     if document["environment"] != environment:
         message = (
             f"this file binds the environment `{document['environment']}`, not `{environment}`; "
             f"give a bindings file of `{environment}` (nothing was changed)"
         )
-        raise _refuse("BINDINGS_ENVIRONMENT_MISMATCH", path, message, "/environment")
+        raise _refuse("BINDINGS_ENVIRONMENT_MISMATCH", path, message, "/environment", text)
     if document["revision"] >= MAX_REVISION:
         message = f"the revision is {MAX_REVISION}, the last one: start a new file"
-        raise _refuse("BINDINGS_INVALID", path, message, "/revision")
+        raise _refuse("BINDINGS_INVALID", path, message, "/revision", text)
     return Previous(text.encode("utf-8"), document)
 
 
 def _invalid(d: Diagnostic) -> Diagnostic:
     return Diagnostic(
-        code="BINDINGS_INVALID",
-        message=f"{d.code}: {d.message}",
-        pointer=d.pointer,
-        line=d.line,
-        column=d.column,
-        pass_name="release",
+        code="BINDINGS_INVALID", message=headline(d), location=d.location, pass_name="release"
     )
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from compiler.build import write_atomic
-from compiler.diagnostics import CompileError, Diagnostic
+from compiler.diagnostics import CompileError
 from compiler.project import CompileResult, compile_seif, compile_text
+from policy.diagnostic import Diagnostic, Location
 from policy.ir import Project, Tool
 from policy.strictjson import dumps
 from policy.testing import TestReport
@@ -29,7 +30,9 @@ class AuthoringError(CompileError):
 
 
 def refusal(code: str, message: str, pointer: str | None = None) -> AuthoringError:
-    return AuthoringError([Diagnostic(code=code, message=message, pointer=pointer)])
+    return AuthoringError(
+        [Diagnostic(code=code, message=message, location=Location(pointer=pointer))]
+    )
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def test_failures(
     return [
         Diagnostic(
             code="TESTS_FAILED",
-            pointer=assertion.pointer,
+            location=Location(pointer=assertion.pointer),
             message=f"test `{test.id}`: {assertion.subject}: expected "
             f"{_shown(assertion.expected)}, actual {_shown(assertion.actual)}",
             pass_name=pass_name,

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from compiler.authoring.source import AuthoringError, refusal
-from compiler.diagnostics import Diagnostic
+from policy.diagnostic import Diagnostic, Location
 
 TEMPLATES: Mapping[str, str] = MappingProxyType(
     {
@@ -229,4 +229,4 @@ def _field_schema(kind: str) -> dict[str, Any] | None:
 
 
 def _problem(code: str, pointer: str, message: str) -> Diagnostic:
-    return Diagnostic(code=code, pointer=pointer, message=message)
+    return Diagnostic(code=code, message=message, location=Location(pointer=pointer))

@@ -17,7 +17,7 @@ from compiler.authoring.templates import (
     parameters_from_fields,
     tool_from_template,
 )
-from compiler.diagnostics import Diagnostic
+from policy.diagnostic import Diagnostic, Location
 
 __all__ = ["FIELD_TYPES", "TEMPLATES", "include_tool", "new_tool"]
 
@@ -76,7 +76,7 @@ def _declaration(
             [
                 Diagnostic(
                     code="TOOL_EXISTS",
-                    pointer="/tools",
+                    location=Location(pointer="/tools"),
                     message=f"`{tool_id}` is already a tool of this project: choose another id "
                     f"(e.g. `{tool_id}-2`), or edit the existing tool",
                 )
@@ -135,7 +135,7 @@ def include_tool(
         problems.append(
             Diagnostic(
                 code="UNKNOWN_TOOL",
-                pointer="/tools",
+                location=Location(pointer="/tools"),
                 message=f"`{tool_id}` is not a tool of this project (tools: {known})",
             )
         )
@@ -144,7 +144,7 @@ def include_tool(
         problems.append(
             Diagnostic(
                 code="UNKNOWN_PROFILE",
-                pointer="/profiles",
+                location=Location(pointer="/profiles"),
                 message=f"`{profile_id}` is not a profile of this project "
                 f"(profiles: {', '.join(profiles) or 'none'})",
             )

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from servers.config.files import (
-    ConfigError,
     Credential,
     Credentials,
-    Problem,
     _Check,
     _endpoint_problems,
     _same,
     approval_token,
     load_entries,
+    refusal,
 )
 
 APPROVER_ENV = re.compile(r"SEIF_APPROVER_[A-Z0-9_]+")
@@ -84,5 +83,5 @@ def runtime_url(text: str) -> str:
     approval credential travels to it), with no user name, query or fragment."""
     problems = _endpoint_problems(text, has_secret=True)
     if problems:
-        raise ConfigError([Problem(code, "--runtime", "", message) for code, message in problems])
+        raise refusal("--runtime", *problems)
     return text.rstrip("/")

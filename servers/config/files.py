@@ -1,9 +1,11 @@
 """Runtime configuration: the credentials file, the bindings file and the approval token.
 
 Both files are closed JSON formats (unknown keys and duplicate keys are errors). A loader reports
-every problem of its file together in one `ConfigError`; each `Problem` has a stable code, the
-file, a JSON pointer and a short message. Secrets are read only through the references a file
-names; no secret value appears in a message, a repr or an exception (docs/runtime-config.md).
+every problem of its file together in one `ConfigError`: each a
+:class:`~policy.diagnostic.Diagnostic` with a stable code, located in the file by a JSON pointer
+(and the line and column it resolves to), and a short message. Secrets are read only through the
+references a file names; no secret value appears in a message, a repr or an exception
+(docs/runtime-config.md).
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import blake3
 import keyring
 
-from compiler.diagnostics import Collector, did_you_mean
+from compiler.diagnostics import Collector
 from compiler.parse import parse_json_text, read_text
 from compiler.pointer import join
 from compiler.structure import json_type
 from policy import ir
+from policy.diagnostic import Diagnostic, DiagnosticError, Location, did_you_mean
+from policy.jsonpos import with_positions
 from servers.config.tls import CaFileProblem, TrustStores
 
 SCOPES = frozenset({"context.resolve", "tools.execute", "traces.read", "metrics.read"})
@@ -57,7 +61,7 @@ CODES = frozenset(
     APPROVERS_EMPTY APPROVER_TOKEN_REF_INVALID APPROVER_TOKEN_NOT_DISTINCT
     """.split()  # noqa: SIM905  # one word per code reads as a table
 )
-"""Every code a `Problem` can carry; docs/runtime-config.md says what each means."""
+"""Every code a configuration diagnostic can carry; docs/runtime-config.md says what each means."""
 
 _ID = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _TOKEN_REFS = {
@@ -78,29 +82,18 @@ _ALLOWLIST = "use `env:CONTEXT_TOOL_*` or `keychain:context-tool-*`"
 _ANY = "use `env:NAME` or `keychain:NAME`"
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    code: str
-    file: str
-    pointer: str
-    message: str
+class ConfigError(DiagnosticError):
+    """Raised by the loaders; ``diagnostics`` lists every problem found in one file, each
+    naming its file."""
 
-    def render(self) -> str:
-        """``FILE:POINTER: CODE: message`` (``FILE: CODE: message`` at the root)."""
-        where = f"{self.file}:{self.pointer}" if self.pointer else self.file
-        return f"{where}: {self.code}: {self.message}"
+    empty = "invalid configuration"
 
 
-class ConfigError(Exception):
-    """Raised by the loaders; ``problems`` lists every problem found in one file."""
-
-    problems: list[Problem]
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = list(problems)
-        first = self.problems[0].render() if self.problems else "invalid configuration"
-        more = len(self.problems) - 1
-        super().__init__(first + (f" (and {more} more)" if more > 0 else ""))
+def refusal(file: str, *problems: tuple[str, str]) -> ConfigError:
+    """A refusal of a whole file, or of an option or a variable named as one: each problem a
+    ``(code, message)``."""
+    where = Location(file=file, pointer="")
+    return ConfigError([Diagnostic(code=c, message=m, location=where) for c, m in problems])
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,31 +179,35 @@ def _show(text: str) -> str:
 class _Check:
     """The problems of one file, the checks that report them, and the secrets it may read."""
 
-    __slots__ = ("_cache", "_env", "_keyring_get", "file", "problems")
+    __slots__ = ("_cache", "_env", "_keyring_get", "file", "problems", "text")
 
     def __init__(self, file: str, env: Mapping[str, str], keyring_get: KeyringGet) -> None:
         self.file = file
-        self.problems: list[Problem] = []
+        self.problems: list[Diagnostic] = []
+        self.text: str | None = None
         self._env = env
         self._keyring_get = keyring_get
         self._cache: dict[tuple[str, str], str] = {}
 
     def error(self, code: str, pointer: str, message: str) -> None:
-        self.problems.append(Problem(code, self.file, pointer, message))
+        where = Location(file=self.file, pointer=pointer)
+        self.problems.append(Diagnostic(code=code, message=message, location=where))
 
     def done(self) -> None:
         if self.problems:
-            raise ConfigError(self.problems)
+            self.fail()
+
+    def fail(self) -> NoReturn:
+        """Raise every problem found, each at the line and column of its pointer."""
+        raise ConfigError(with_positions(self.problems, self.text))
 
     def document(self, path: str | Path) -> Any:
         """The JSON tree of ``path``; raises at once when it cannot be read or parsed."""
         found = Collector("config")
-        text = read_text(Path(path), found)
-        tree = parse_json_text(text, found) if text is not None else None
-        for d in found.items:
-            where = f"line {d.line}, column {d.column}: " if d.line is not None else ""
-            self.error(d.code, d.pointer or "", where + d.message)
-        if text is None or any(d.line is not None for d in found.items):
+        self.text = read_text(Path(path), found)
+        tree = parse_json_text(self.text, found) if self.text is not None else None
+        self.problems.extend(d.moved(file=self.file, pointer=d.pointer or "") for d in found.items)
+        if self.text is None or any(d.line is not None for d in found.items):
             self.done()
         return tree
 
@@ -394,7 +391,7 @@ def load_bindings(
     keys = ("environment", "revision", "tools")
     root = check.object(check.document(path), "", keys, ("traceKeyRef",))
     if root is None:
-        raise ConfigError(check.problems)
+        check.fail()
     environment = revision = None
     if "environment" in root:
         environment = check.identifier(root["environment"], "/environment", "INVALID_ENVIRONMENT")
@@ -488,7 +485,8 @@ def _trust(
     try:
         return trust.ca_file(text)
     except CaFileProblem as problem:
-        check.error(problem.code, at, problem.message)
+        [refused] = problem.diagnostics
+        check.error(refused.code, at, refused.message)
         return None, None
 
 
@@ -567,5 +565,5 @@ def approval_token(
             else ("APPROVAL_TOKEN_NOT_DISTINCT", "use a token no application credential has")
         )
     if refused is not None:
-        raise ConfigError([Problem(refused[0], f"${APPROVAL_ENV}", "", refused[1])])
+        raise refusal(f"${APPROVAL_ENV}", refused)
     return token

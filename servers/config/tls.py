@@ -24,6 +24,8 @@ import ssl
 import stat
 from pathlib import Path
 
+from policy.diagnostic import Diagnostic, DiagnosticError
+
 MAX_CA_FILE_BYTES = 4 << 20
 """A CA bundle larger than this is refused (the whole public web PKI is about 0.25 MiB)."""
 
@@ -31,14 +33,13 @@ _BEGIN_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 _PRIVATE_KEY = b"PRIVATE KEY-----"
 
 
-class CaFileProblem(Exception):
-    """Why a CA file was refused: ``code`` (``CA_FILE_UNREADABLE`` or ``CA_FILE_INVALID``) and
-    a message for the operator (it quotes no file content)."""
+class CaFileProblem(DiagnosticError):
+    """Why a CA file was refused: one diagnostic, ``CA_FILE_UNREADABLE`` or ``CA_FILE_INVALID``,
+    with a message for the operator (it quotes no file content); the bindings loader places it
+    at the binding's ``caFile``."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
+        super().__init__([Diagnostic(code=code, message=message)])
 
 
 def client_context(ca_file: Path | None = None) -> ssl.SSLContext:

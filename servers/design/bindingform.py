@@ -25,8 +25,10 @@ from compiler.authoring.release import CONFIGURED_NOT_READY, bindings_problems
 from compiler.authoring.source import AuthoringError, compiled, load_source, refusal, rewrite
 from compiler.pointer import join
 from policy import ir
+from policy.diagnostic import Diagnostic
+from policy.jsonpos import with_positions
 from policy.strictjson import JsonError, loads
-from servers.config.files import ConfigError, Problem, load_bindings
+from servers.config.files import ConfigError, load_bindings
 from servers.runtime.errors import HttpError
 
 CONFIGURED = "configured"
@@ -66,11 +68,11 @@ def read(path: Path) -> tuple[str, dict[str, Any]]:
         raise refusal("BINDINGS_INVALID", f"`{path}` is not strict JSON: {exc}") from None
     problems = bindings_problems(document)
     if problems:
-        raise AuthoringError(problems)
+        raise AuthoringError(with_positions(problems, text))
     return text, document
 
 
-def problems_of(path: Path, text: str, project: ir.Project) -> list[Problem]:
+def problems_of(path: Path, text: str, project: ir.Project) -> list[Diagnostic]:
     """What the runtime's loader finds in ``text`` as the bindings file at ``path`` (checked
     from a temporary file beside it, so that a relative ``caFile`` means the same)."""
     try:
@@ -85,21 +87,17 @@ def problems_of(path: Path, text: str, project: ir.Project) -> list[Problem]:
             fh.write(text.encode("utf-8"))
         load_bindings(temporary, project, Unresolved(), _unresolved_keychain)
     except ConfigError as exc:
-        return exc.problems
+        return exc.diagnostics
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
     return []
 
 
-def _concerns(problem: Problem, tool_id: str) -> bool:
+def _concerns(problem: Diagnostic, tool_id: str) -> bool:
     entry = join("/tools", tool_id)
-    at = problem.pointer
+    at = problem.pointer or ""
     return at in ("", *_FILE_KEYS) or at == entry or at.startswith(entry + "/")
-
-
-def _diagnostic(problem: Problem) -> dict[str, Any]:
-    return {"code": problem.code, "pointer": problem.pointer, "message": problem.message}
 
 
 def form(project: Path, path: Path) -> dict[str, Any]:
@@ -110,7 +108,7 @@ def form(project: Path, path: Path) -> dict[str, Any]:
 
 
 def _form(
-    project: ir.Project, path: Path, document: Mapping[str, Any], problems: list[Problem]
+    project: ir.Project, path: Path, document: Mapping[str, Any], problems: list[Diagnostic]
 ) -> dict[str, Any]:
     entries: Mapping[str, Any] = document.get("tools") or {}
     rows = [_row(tool.id, entries.get(tool.id), problems) for tool in project.tools]
@@ -119,17 +117,18 @@ def _form(
         "environment": document.get("environment"),
         "revision": document.get("revision"),
         "tools": rows,
-        "problems": [_diagnostic(p) for p in problems if p.pointer in ("", *_FILE_KEYS)],
+        "problems": [p.to_json() for p in problems if (p.pointer or "") in ("", *_FILE_KEYS)],
         "readiness": CONFIGURED_NOT_READY,
     }
 
 
-def _row(tool_id: str, entry: Any, problems: list[Problem]) -> dict[str, Any]:
+def _row(tool_id: str, entry: Any, problems: list[Diagnostic]) -> dict[str, Any]:
     entry_pointer = join("/tools", tool_id)
     own = [
         p
         for p in problems
-        if p.pointer == entry_pointer or p.pointer.startswith(entry_pointer + "/")
+        if p.pointer is not None
+        and (p.pointer == entry_pointer or p.pointer.startswith(entry_pointer + "/"))
     ]
     endpoint = entry.get("endpoint") if isinstance(entry, dict) else None
     if entry is None:
@@ -145,7 +144,7 @@ def _row(tool_id: str, entry: Any, problems: list[Problem]) -> dict[str, Any]:
         "endpoint": endpoint,
         "secretRef": entry.get("secretRef") if isinstance(entry, dict) else None,
         "status": status,
-        "diagnostics": [_diagnostic(p) for p in own],
+        "diagnostics": [p.to_json() for p in own],
     }
 
 
@@ -196,7 +195,7 @@ def save(
     if blocking:
         message = "the binding is not accepted: nothing was written"
         raise HttpError(
-            422, "BINDING_INVALID", message, diagnostics=[_diagnostic(p) for p in blocking]
+            422, "BINDING_INVALID", message, diagnostics=[p.to_json() for p in blocking]
         )
     rewrite(path, text, new)
     result = _form(declared, path, loads(new), found)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from compiler.diagnostics import CompileError, Diagnostic
+from compiler.diagnostics import CompileError
 from policy.strictjson import JsonError, loads
 from servers.http import wire
 from servers.runtime.errors import HttpError
@@ -54,10 +54,6 @@ def refused(error: CompileError) -> HttpError:
     message = first.message if first is not None else "the operation was refused"
     status = 409 if code == "FILE_CHANGED" else 422
     return HttpError(status, code, message, diagnostics=diagnostics)
-
-
-def diagnostic_json(code: str, message: str, pointer: str | None = None) -> dict[str, Any]:
-    return Diagnostic(code=code, message=message, pointer=pointer).to_json()
 
 
 # --- request bodies -----------------------------------------------------------------------------
@@ -111,12 +107,6 @@ def json_field(text: str, name: str) -> Any:
     try:
         return loads(text)
     except JsonError as exc:
-        where = exc.where
-        diagnostic: dict[str, Any] = {"code": exc.code, "field": name}
-        if where.line is not None:
-            diagnostic.update(line=where.line, column=where.column)
-        elif where.pointer is not None:
-            diagnostic["pointer"] = where.pointer
-        diagnostic["message"] = exc.message
+        diagnostic = {"code": exc.code, "field": name} | exc.diagnostic.to_json()
         message = f"`{name}` is not strict JSON: {exc}"
         raise HttpError(400, "NOT_JSON", message, diagnostics=[diagnostic]) from None

@@ -3,15 +3,15 @@
 ``prepare`` loads and verifies the build, the credentials, the bindings and the approval token,
 then takes the data directory and opens its store and log (checked for damage and reconciled:
 ``servers.store.opening``). Each refusal is an exception the CLI maps to its exit code:
-:class:`~compiler.diagnostics.CompileError`, :class:`~servers.config.files.ConfigError` and
-:class:`~servers.store.datadir.DataDirError` (2), :class:`~servers.store.datadir.DataDirLocked`
-(3).
+:class:`StartRefused` (every problem of the build and configuration files, each a diagnostic
+naming its file) and :class:`~servers.store.datadir.DataDirError` (2),
+:class:`~servers.store.datadir.DataDirLocked` (3).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,6 +21,7 @@ import keyring
 
 from compiler.build import Build, load_build
 from compiler.diagnostics import CompileError
+from policy.diagnostic import DiagnosticError
 from servers.config.files import (
     Bindings,
     ConfigError,
@@ -102,7 +103,7 @@ def prepare(
     shadow = None
     if shadow_dir is not None:
         try:
-            shadow = load_build(shadow_dir)
+            shadow = _load_build(shadow_dir)
         except CompileError as exc:
             raise StartRefused([exc]) from None
     checked = partial(
@@ -132,14 +133,23 @@ def prepare(
     return checked(backend=LocalBackend.open(data, trace_key=bindings.trace_key, now_ms=clock()))
 
 
-class StartRefused(Exception):
-    """Every problem of the runtime's files, found together (``errors``: each a
-    :class:`~compiler.diagnostics.CompileError` or a :class:`~servers.config.files.ConfigError`,
-    in the order build, credentials, bindings, approval token)."""
+class StartRefused(DiagnosticError):
+    """Every problem of the runtime's files, found together: the ``diagnostics`` of each
+    refusal (a :class:`~compiler.diagnostics.CompileError` of a build, a
+    :class:`~servers.config.files.ConfigError`), each naming its file, in the order build,
+    credentials, bindings, approval token."""
 
-    def __init__(self, errors: list[Exception]) -> None:
-        super().__init__("; ".join(str(e) for e in errors))
-        self.errors = errors
+    def __init__(self, errors: Iterable[DiagnosticError]) -> None:
+        super().__init__([d for error in errors for d in error.diagnostics])
+
+
+def _load_build(build_dir: str | Path) -> Build:
+    """:func:`~compiler.build.load_build`, its refusal's diagnostics naming ``build_dir``."""
+    try:
+        return load_build(build_dir)
+    except CompileError as exc:
+        located = [d.moved(file=str(build_dir)) for d in exc.diagnostics]
+        raise CompileError(located) from None
 
 
 def _configuration(
@@ -152,8 +162,8 @@ def _configuration(
     """The build, credentials, bindings and approval token, or :class:`StartRefused` with the
     problems of all of them (the bindings are checked against the build, so a build that does
     not load leaves them unchecked)."""
-    errors: list[Exception] = []
-    build = _attempt(errors, lambda: load_build(build_dir))
+    errors: list[DiagnosticError] = []
+    build = _attempt(errors, lambda: _load_build(build_dir))
     credentials = _attempt(
         errors, lambda: load_credentials(credentials_path, env, keyring_get=keyring_get)
     )
@@ -174,7 +184,7 @@ def _configuration(
 T = TypeVar("T")
 
 
-def _attempt(errors: list[Exception], load: Callable[[], T]) -> T | None:
+def _attempt(errors: list[DiagnosticError], load: Callable[[], T]) -> T | None:
     try:
         return load()
     except (CompileError, ConfigError) as exc:

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from policy.diagnostic import Diagnostic, DiagnosticError, Location
 from policy.strictjson import JsonError, dump_bytes, loads
 
 OWNER_LOCK = "owner.lock"
@@ -45,16 +46,20 @@ _READ_OWNER_TRIES = 20
 _READ_OWNER_PAUSE_S = 0.025
 
 
-class DataDirError(Exception):
+class DataDirError(DiagnosticError):
     """The data directory cannot be used: a typed refusal with a ``code``, the ``file`` at
-    fault, what is wrong (``message``) and what the operator can do (``remedy``)."""
+    fault, what is wrong (``message``) and what the operator can do (``remedy``), carried as
+    one diagnostic (the remedy its hint)."""
 
     def __init__(self, file: Path, code: str, message: str, remedy: str = "") -> None:
         self.file = Path(file)
         self.code = code
         self.message = message
         self.remedy = remedy
-        super().__init__(f"{file}: {code}: {message}")
+        where = Location(file=str(file))
+        super().__init__(
+            [Diagnostic(code=code, message=message, location=where, hint=remedy or None)]
+        )
 
 
 class DataDirLocked(DataDirError):

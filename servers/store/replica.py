@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from servers.config.files import Bindings, ConfigError, Problem
+from servers.config.files import Bindings, refusal
 from servers.store.interface import Clock, TurnStore
 from servers.store.pg_held import HeldTable
 from servers.store.pg_turns import StoredTurns
@@ -120,10 +120,10 @@ def prepare_replica(
             "a PostgreSQL store needs the bindings' `traceKeyRef`: every replica must compute "
             "the same fingerprints"
         )
-        raise ConfigError([Problem("TRACE_KEY_REQUIRED", bindings_file, "", message)])
+        raise refusal(bindings_file, ("TRACE_KEY_REQUIRED", message))
     if lease_ms < MIN_LEASE_MS:
         message = f"the lease must last {MIN_LEASE_MS / 1000:g} s at least"
-        raise ConfigError([Problem("LEASE_TOO_SHORT", "--lease-timeout", "", message)])
+        raise refusal("--lease-timeout", ("LEASE_TOO_SHORT", message))
     name = replica_id or default_replica_id()
     store = PgStore.open(url, replica_id=name, lease_ms=lease_ms, now_ms=now_ms)
     return ReplicaBackend(store, store.log, bindings.trace_key, name, lease_ms)
