@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Cite = Literal["pointer", "line"]
+Severity = Literal["error", "warning"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +76,8 @@ class Diagnostic:
     message: str
     location: Location = NOWHERE
     hint: str | None = None
+    severity: Severity = "error"
+    """``error`` refuses what it names; a ``warning`` is reported and refuses nothing."""
     pass_name: str = field(default="", compare=False)
 
     @property
@@ -98,10 +101,12 @@ class Diagnostic:
         return replace(self, location=replace(self.location, **location))
 
     def to_json(self, file: str | None = None) -> dict[str, Any]:
-        """The ``--json`` form: ``file`` first when given, then ``code``, the location's
-        ``pointer``, ``line`` and ``column`` (those it has), ``message`` and ``hint``."""
+        """The ``--json`` form: ``file`` first when given, then ``code``, ``severity``, the
+        location's ``pointer``, ``line`` and ``column`` (those it has), ``message`` and
+        ``hint``."""
         out: dict[str, Any] = {} if file is None else {"file": file}
         out["code"] = self.code
+        out["severity"] = self.severity
         if self.pointer is not None:
             out["pointer"] = self.pointer
         if self.line is not None:

@@ -74,6 +74,7 @@ def test_validate_json_syntax_error_has_line_and_column(
     assert doc["diagnostics"] == [
         {
             "code": "JSON_SYNTAX",
+            "severity": "error",
             "line": 3,
             "column": 9,
             "message": "not valid JSON: expecting value",

@@ -66,6 +66,7 @@ def test_a_json_location_cites_its_pointer_and_its_line_rides_along() -> None:
     assert render(resolved, "p.json", '{\n  "id": 1,\n  "tools": 3\n}') == "p.json:/tools: X: m"
     assert resolved.to_json() == {
         "code": "X",
+        "severity": "error",
         "pointer": "/tools",
         "line": 3,
         "column": 12,
@@ -85,20 +86,32 @@ def test_a_diagnostic_that_names_its_file_and_a_hint() -> None:
     assert refused.to_json("d") == {
         "file": "d",
         "code": "KEY_INVALID",
+        "severity": "error",
         "message": "m",
         "hint": "restore it",
     }
 
 
 def test_the_json_form_has_the_keys_its_location_has() -> None:
-    assert diagnostic(pointer="/a").to_json() == {"code": "X", "pointer": "/a", "message": "m"}
+    assert diagnostic(pointer="/a").to_json() == {
+        "code": "X",
+        "severity": "error",
+        "pointer": "/a",
+        "message": "m",
+    }
     assert diagnostic(line=2, column=4).to_json() == {
         "code": "X",
+        "severity": "error",
         "line": 2,
         "column": 4,
         "message": "m",
     }
-    assert diagnostic().to_json("f") == {"file": "f", "code": "X", "message": "m"}
+    assert diagnostic().to_json("f") == {
+        "file": "f",
+        "code": "X",
+        "severity": "error",
+        "message": "m",
+    }
 
 
 def test_a_location_on_its_own_and_a_diagnostic_quoted_in_another() -> None:
@@ -215,6 +228,7 @@ def test_registry_commands_render_at_their_file(
             {
                 "file": "broken",
                 "code": "BUILD_NOT_FOUND",
+                "severity": "error",
                 "message": "no `build.cbor` and `manifest.json` in this directory",
             }
         ],
@@ -260,6 +274,7 @@ def test_release_renders_the_bindings_file_s_problems(
     assert found == {
         "file": "bad.json",
         "code": "BINDINGS_INVALID",
+        "severity": "error",
         "pointer": "/revision",
         "line": 1,
         "column": 36,
