@@ -26,8 +26,8 @@ from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_t
 from compiler.diagnostics import CompileError
 from policy.strictjson import JsonError, loads
 from servers.design.workspace import Shape, Workspace, body_of, json_field, refused, workspace
-from servers.http import wire
-from servers.runtime.errors import HttpError
+from servers.http.bodies import json_response
+from servers.wire.errors import ErrorCode, Refused
 
 Compute = Callable[[Workspace, dict[str, Any]], dict[str, Any]]
 
@@ -62,7 +62,7 @@ def operation(shape: Shape, compute: Compute) -> Callable[[web.Request], Any]:
             result = await ws.run(compute, ws, body)
         except CompileError as exc:
             raise refused(exc) from None
-        return wire.json_response(result)
+        return json_response(result)
 
     return handle
 
@@ -71,14 +71,14 @@ def written(edit: Edit) -> dict[str, Any]:
     """Save ``edit`` when it validates; 422 with its diagnostics (nothing written) when not."""
     if not edit.ok:
         message = "the change does not validate: nothing was written"
-        raise HttpError(422, "CHANGE_INVALID", message, **edit.to_json(), written=False)
+        raise Refused(ErrorCode.CHANGE_INVALID, message, **edit.to_json(), written=False)
     return {**edit.to_json(), "written": save(edit)}
 
 
 def _new(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
     schema = json_field(body["schema"], "schema") if body["schema"] is not None else None
     if schema is not None and not isinstance(schema, dict):
-        raise HttpError(400, "BAD_REQUEST", "`schema` must be a JSON Schema object")
+        raise Refused(ErrorCode.BAD_REQUEST, "`schema` must be a JSON Schema object")
     edit = new_tool(
         load_source(ws.project),
         template=body["template"],
@@ -108,7 +108,7 @@ def _protect(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
 def _check_call(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
     fixtures = body["fixtures"] or "current"
     if fixtures not in FIXTURE_MODES:
-        raise wire.bad_request("`fixtures` must be `current` or `project`")
+        raise Refused(ErrorCode.BAD_REQUEST, "`fixtures` must be `current` or `project`")
     return check_call(
         load_source(ws.project),
         objective=body["objective"],
@@ -178,7 +178,7 @@ def _bindings(ws: Workspace) -> dict[str, Any] | None:
 
 async def project_state(request: web.Request) -> web.Response:
     ws = workspace(request)
-    return wire.json_response(await ws.run(overview, ws))
+    return json_response(await ws.run(overview, ws))
 
 
 def add_routes(router: web.UrlDispatcher) -> None:

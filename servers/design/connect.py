@@ -22,8 +22,8 @@ from compiler.authoring.starter import write_starter
 from servers.design import bindingform
 from servers.design.actions import operation
 from servers.design.workspace import Shape, Workspace, refused, workspace
-from servers.http import wire
-from servers.runtime.errors import HttpError
+from servers.http.bodies import json_response
+from servers.wire.errors import ErrorCode, Refused
 
 STARTER: Shape = {"tool": ("id", True), "lang": ("id", True), "out": ("text", True)}
 RELEASE: Shape = {
@@ -38,7 +38,7 @@ SAVE: Shape = {"tool": ("id", True), "endpoint": ("text", True), "secretRef": ("
 def local_path(text: str, name: str) -> Path:
     """A path the author typed (this is a local workstation: the author's own files)."""
     if not text.strip() or "\x00" in text:
-        raise wire.bad_request(f"`{name}` must be a path")
+        raise Refused(ErrorCode.BAD_REQUEST, f"`{name}` must be a path")
     return Path(text.strip()).expanduser()
 
 
@@ -52,7 +52,7 @@ def _release(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
     registry = local_path(body["registry"], "registry") if body["registry"] else ws.registry
     if registry is None:
         message = "give a registry directory (or start `seif design` with `--registry REG`)"
-        raise HttpError(400, "REGISTRY_REQUIRED", message)
+        raise Refused(ErrorCode.REGISTRY_REQUIRED, message)
     bindings = local_path(body["bindings"], "bindings") if body["bindings"] else None
     release = prepare_release(ws.project, registry, body["environment"], bindings)
     ws.bindings = release.bindings
@@ -67,7 +67,7 @@ def _release(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
 def _form(ws: Workspace, _body: dict[str, Any]) -> dict[str, Any]:
     if ws.bindings is None:
         message = "no bindings file yet: prepare a release, or open a bindings file"
-        raise HttpError(404, "NO_BINDINGS", message)
+        raise Refused(ErrorCode.NO_BINDINGS, message)
     return bindingform.form(ws.project, ws.bindings)
 
 
@@ -88,7 +88,7 @@ def _save(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
 async def bindings_state(request: web.Request) -> web.Response:
     ws = workspace(request)
     try:
-        return wire.json_response(await ws.run(_form, ws, {}))
+        return json_response(await ws.run(_form, ws, {}))
     except AuthoringError as exc:
         raise refused(exc) from None
 

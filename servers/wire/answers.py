@@ -14,6 +14,8 @@ Instant = Annotated[str, Schema({"format": "date-time"})]
 ReceiptStatus = Literal["SUCCEEDED", "FAILED", "UNKNOWN", "DENIED"]
 ApprovalState = Literal["PENDING", "APPROVED", "REJECTED", "EXPIRED", "NONE"]
 ToolState = Literal["READY", "INCOMPATIBLE", "UNAVAILABLE"]
+StoreState = Literal["READY", "LEASE_LOST"]
+"""A replica's share of a shared store: ``LEASE_LOST`` once its lease lapsed."""
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -70,7 +72,7 @@ class Ready(TypedDict):
 
     ready: bool
     tools: dict[str, ToolState]
-    store: NotRequired[Literal["READY", "LEASE_LOST"]]
+    store: NotRequired[StoreState]
 
 
 class ExecutorSupport(TypedDict):
@@ -151,6 +153,14 @@ class Tokens(TypedDict):
     estimated: bool
 
 
+class ToolSchema(TypedDict):
+    """A disclosed tool as the model sees it: exactly what its contract digest covers."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
 class Resolved(TypedDict):
     """200 of ``POST /v1/context/resolve``: what the policy disclosed, for 15 minutes."""
 
@@ -159,7 +169,7 @@ class Resolved(TypedDict):
     objective: str
     expiresAt: Instant
     messages: list[Message]
-    tools: list[dict[str, Any]]
+    tools: list[ToolSchema]
     contracts: list[Contract]
     omitted: list[Omission]
     tokens: Tokens

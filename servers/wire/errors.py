@@ -125,6 +125,12 @@ CLIENT_GONE: Final = 499
 handler returns to aiohttp."""
 
 # JSON-RPC 2.0 error codes the MCP mount answers itself (the SDK answers the rest)
+RPC_STATUS: Final = HTTPStatus.BAD_REQUEST
+"""The HTTP status of a JSON-RPC error the MCP mount answers before the SDK sees a message."""
+RPC_OVER_CREDENTIAL: Final = HTTPStatus.TOO_MANY_REQUESTS
+"""... of an MCP request refused for its credential's budget of requests being answered."""
+RPC_OVER_ALL: Final = HTTPStatus.SERVICE_UNAVAILABLE
+"""... of an MCP request refused for MCP's share of the connections."""
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602
