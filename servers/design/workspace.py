@@ -9,7 +9,7 @@ takes a while) and answers JSON; a refusal is ``{"error": {"code", "message"}, "
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,11 +20,9 @@ from compiler.diagnostics import CompileError
 from policy.strictjson import JsonError, loads
 from servers.http.bodies import read_json
 from servers.wire.errors import ErrorCode, Refused
-from servers.wire.limits import MAX_BODY_BYTES, MAX_ID_LENGTH
+from servers.wire.fields import decode
 
 T = TypeVar("T")
-MAX_TEXT = MAX_BODY_BYTES
-"""The longest free text a field may hold (a schema, arguments, a path)."""
 
 
 @dataclass
@@ -61,48 +59,13 @@ def refused(error: CompileError) -> Refused:
 
 # --- request bodies -----------------------------------------------------------------------------
 
-Shape = Mapping[str, tuple[str, bool]]
-"""field -> (kind, required); kinds: ``id`` (a short non-empty string), ``text`` (any string),
-``bool``, ``strings`` (a list of strings)."""
 
-
-async def body_of(request: web.Request, shape: Shape) -> dict[str, Any]:
-    """The request's JSON object (strict JSON, at most 1 MiB), checked against a closed shape;
-    absent optional fields are None."""
+async def body_of(request: web.Request, kind: type[T]) -> T:
+    """The request's JSON object (strict JSON, at most 1 MiB) as the typed body ``kind``
+    (:mod:`servers.wire.design`): closed, absent optional fields None."""
     if request.content_type != "application/json":
         raise Refused(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
-    body = await read_json(request)
-    for name in body:
-        if name not in shape:
-            raise Refused(ErrorCode.BAD_REQUEST, f"unknown field `{name[:64]}`")
-    out: dict[str, Any] = {}
-    for name, (kind, required) in shape.items():
-        value = body.get(name)
-        if value is None:
-            if required:
-                raise Refused(ErrorCode.BAD_REQUEST, f"missing field `{name}`")
-        elif not _fits(kind, value):
-            raise Refused(ErrorCode.BAD_REQUEST, f"`{name}` must be {_KINDS[kind]}")
-        out[name] = value
-    return out
-
-
-_KINDS = {
-    "id": "a non-empty string of at most 256 characters",
-    "text": "a string",
-    "bool": "true or false",
-    "strings": "a list of strings",
-}
-
-
-def _fits(kind: str, value: Any) -> bool:
-    if kind == "id":
-        return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH
-    if kind == "text":
-        return isinstance(value, str) and len(value) <= MAX_TEXT
-    if kind == "bool":
-        return isinstance(value, bool)
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return decode(kind, await read_json(request))
 
 
 def json_field(text: str, name: str) -> Any:
