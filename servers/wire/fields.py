@@ -59,13 +59,11 @@ class Kind:
     enumerable: bool = False
     """An objective: the document of one build lists the build's objectives instead."""
 
-    def problem(self, name: str, value: object) -> str | None:
-        """What is wrong with ``value`` as the field ``name``, if anything."""
+    def problem(self, name: str, value: object) -> str:
+        """What is wrong with ``value`` as the field ``name`` (it does not fit)."""
         if not self.fits(value):
             return f"`{name}` must be {self.rule}"
-        if self.choices and value not in self.choices:
-            return f"`{name}` must be " + " or ".join(f"`{c}`" for c in self.choices)
-        return None
+        return f"`{name}` must be " + " or ".join(f"`{c}`" for c in self.choices)
 
 
 ID_SCHEMA: Final = {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH}
@@ -114,6 +112,7 @@ class BodyField:
 
 
 _FIELDS: dict[type, tuple[BodyField, ...]] = {}
+_NAMES: dict[type, frozenset[str]] = {}
 
 
 def body_fields(cls: type) -> tuple[BodyField, ...]:
@@ -122,6 +121,7 @@ def body_fields(cls: type) -> tuple[BodyField, ...]:
     if found is None:
         hints = typing.get_type_hints(cls, include_extras=True)
         found = _FIELDS[cls] = tuple(_field(f, hints[f.name]) for f in dataclasses.fields(cls))
+        _NAMES[cls] = frozenset(f.name for f in found)
     return found
 
 
@@ -144,7 +144,7 @@ def decode(cls: type[T], body: Mapping[str, Any]) -> T:
     """``body`` as a ``cls``: closed, each field checked in declared order; absent optional
     fields take their defaults (None)."""
     declared = body_fields(cls)
-    names = {f.name for f in declared}
+    names = _NAMES[cls]
     for key in body:
         if key not in names:
             raise Refused(ErrorCode.BAD_REQUEST, f"unknown field `{key[:64]}`")
@@ -155,8 +155,8 @@ def decode(cls: type[T], body: Mapping[str, Any]) -> T:
             if f.required:
                 raise Refused(ErrorCode.BAD_REQUEST, f"missing field `{f.name}`")
             continue
-        problem = f.kind.problem(f.name, value)
-        if problem is not None:
-            raise Refused(ErrorCode.BAD_REQUEST, problem)
+        kind = f.kind
+        if not kind.fits(value) or (kind.choices and value not in kind.choices):
+            raise Refused(ErrorCode.BAD_REQUEST, kind.problem(f.name, value))
         values[f.attribute] = value
     return cls(**values)
