@@ -984,7 +984,7 @@ SUMMARY_LOOP = (
     ("loop: Runtime.resolve", "servers/runtime/service.py", "resolve"),
     ("loop:   disclose", "policy/disclosure.py", "disclose"),
     ("loop:   Observer.observe_all (describe)", "servers/executor/observing.py", "observe_all"),
-    ("loop: json_response (encode)", "servers/http/wire.py", "json_response"),
+    ("loop: json_response (encode)", "servers/http/bodies.py", "json_response"),
     ("loop: canonical_cbor", "policy/canonical.py", "canonical_cbor"),
     ("loop: record_fields_allowed", "servers/log/encoding.py", "record_fields_allowed"),
     ("loop: epoll (idle or waiting on sockets)", "~", "<method 'poll' of 'select.epoll' objects>"),

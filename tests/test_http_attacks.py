@@ -54,8 +54,9 @@ from runtime_harness import (
 
 from seif.cli import build_parser
 from seif.serve import run_loop
-from servers.http import openapi, wire
 from servers.http.serving import Limits
+from servers.wire import openapi
+from servers.wire.limits import MAX_BODY_BYTES
 
 LIMIT = 16
 HEADER_TIMEOUT = 2.0
@@ -686,7 +687,7 @@ def test_an_error_answer_with_an_unread_body_closes_the_connection(held: Held, c
     """The answer says `Connection: close` and the connection ends: the rest of the body,
     and a request after it, are never taken as the connection's next request."""
     path, headers, first, rest = UNREAD[case]
-    length = wire.MAX_BODY_BYTES + 1 if rest is None else len(first) + len(rest)
+    length = MAX_BODY_BYTES + 1 if rest is None else len(first) + len(rest)
     head = f"POST {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: {length}\r\n\r\n"
     with connect(held) as sock:
         sock.sendall(head.encode() + first)

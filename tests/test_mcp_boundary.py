@@ -62,8 +62,8 @@ from runtime_harness import (
 )
 
 from seif.cli import build_parser, main
-from servers.http.wire import MAX_BODY_BYTES
 from servers.mcp.app import McpOptions
+from servers.wire.limits import MAX_BODY_BYTES
 
 SESSION_REVISION = "2025-11-25"
 STATELESS_REVISION = "2026-07-28"

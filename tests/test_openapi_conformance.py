@@ -41,7 +41,7 @@ from runtime_harness import (
 )
 from schemathesis.config import SchemathesisConfig
 
-from servers.http import openapi
+from servers.wire import openapi
 
 MAX_EXAMPLES = 20
 LIVE_TOOLS = ("inspect-context", "propose-change")

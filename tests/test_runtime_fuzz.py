@@ -26,7 +26,7 @@ from runtime_harness import (
 )
 
 from policy.strictjson import loads
-from servers.http.wire import MAX_BODY_BYTES
+from servers.wire.limits import MAX_BODY_BYTES
 
 EXPECTED = {200, 202, 400, 401, 403, 404, 409, 413}
 BEARER_ROUTES = {

@@ -19,11 +19,11 @@ from aiohttp import web
 from servers.approval.desk import Clock, Desk, check_reason
 from servers.approval.upstream import Upstream
 from servers.config.files import Credential, Credentials
-from servers.http import wire
+from servers.http.bodies import json_response, read_json
 from servers.http.middleware import errors
 from servers.http.pages import no_icon, secured
-from servers.http.wire import json_response
-from servers.runtime.errors import HttpError
+from servers.wire.errors import ErrorCode, Refused
+from servers.wire.limits import MAX_BODY_BYTES, MAX_ID_LENGTH
 
 PAGE = {  # path -> (file of servers/approval/page, content type)
     "/": ("index.html", "text/html"),
@@ -57,7 +57,7 @@ def _approver(request: web.Request) -> Credential:
     scheme, _, token = header.partition(" ")
     found = request.app[APPROVERS].authenticate(token) if scheme.lower() == "bearer" else None
     if found is None:
-        raise HttpError(401, "UNAUTHENTICATED", "an approver's bearer token is required")
+        raise Refused(ErrorCode.UNAUTHENTICATED, "an approver's bearer token is required")
     return found
 
 
@@ -73,10 +73,10 @@ async def pending(request: web.Request) -> web.Response:
 def _decision(kind: str) -> Handler:
     async def decide(request: web.Request) -> web.StreamResponse:
         approver = _approver(request)
-        reason = check_reason(await wire.read_json(request))
+        reason = check_reason(await read_json(request))
         pending_id = request.match_info["pendingId"]
-        if len(pending_id) > wire.MAX_ID_LENGTH:
-            raise HttpError(404, "PENDING_UNKNOWN", "no such pending call")
+        if len(pending_id) > MAX_ID_LENGTH:
+            raise Refused(ErrorCode.PENDING_UNKNOWN)
         desk = request.app[DESK]
         return json_response(await desk.decide(kind, pending_id, approver.id, reason))
 
@@ -94,7 +94,7 @@ def _page_file(path: str) -> Handler:
 
 
 def create_app(config: ApprovalConfig) -> web.Application:
-    app = web.Application(middlewares=[secured, errors], client_max_size=wire.MAX_BODY_BYTES)
+    app = web.Application(middlewares=[secured, errors], client_max_size=MAX_BODY_BYTES)
     upstream = Upstream(config.runtime_url, config.runner_token, timeout_s=config.timeout_s)
     app[DESK] = Desk(upstream, config.runner_token, config.clock)
     app[APPROVERS] = config.approvers

@@ -23,14 +23,16 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import blake3
 
 from policy.canonical import EncodingError, canonical_json_bytes
 from servers.approval.upstream import Answer, Upstream
-from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
+from servers.wire.errors import ErrorCode as E
+from servers.wire.errors import Refused
 
 Clock = Callable[[], int]
 KEY_CONTEXT = "seif 2026 approval-server pendingId v1"
@@ -58,12 +60,13 @@ def check_reason(body: dict[str, Any]) -> str:
     """The decision's reason: required, 1..500 characters, not only white space."""
     unknown = sorted(set(body) - {"reason"})
     if unknown:
-        raise HttpError(400, "UNKNOWN_FIELD", f"unknown field `{unknown[0][:64]}`")
+        raise Refused(E.UNKNOWN_FIELD, f"unknown field `{unknown[0][:64]}`")
     reason = body.get("reason")
     if not isinstance(reason, str) or not reason.strip():
-        raise HttpError(400, "REASON_REQUIRED", "`reason` is required: say why")
+        raise Refused(E.REASON_REQUIRED)
     if len(reason) > MAX_REASON:
-        raise HttpError(400, "REASON_TOO_LONG", f"`reason` is longer than {MAX_REASON} characters")
+        message = f"`reason` is longer than {MAX_REASON} characters"
+        raise Refused(E.REASON_TOO_LONG, message)
     return reason
 
 
@@ -139,7 +142,7 @@ class Desk:
             done.set_result(None)
 
     def _decided_by(self, kind: str, pending_id: str, approver: str, answer: Answer) -> Any:
-        if answer.status == 200 and isinstance(answer.body, dict):
+        if answer.status == HTTPStatus.OK and isinstance(answer.body, dict):
             if kind == "approve":
                 expires = answer.body.get("expiresAt")
                 done = Decided("APPROVED", approver, expires if isinstance(expires, str) else None)
@@ -147,28 +150,27 @@ class Desk:
                 return {**answer.body, "approver": approver}
             self._remember(self._decided, pending_id, Decided("REJECTED", approver))
             return {"state": "REJECTED", "approver": approver}
-        if answer.code in ("CALL_REJECTED", "CALL_DECIDED"):
+        if answer.code in (E.CALL_REJECTED.code, E.CALL_DECIDED.code):
             if pending_id not in self._decided:  # never forget who decided, when known
-                state = "REJECTED" if answer.code == "CALL_REJECTED" else "DECIDED"
+                state = "REJECTED" if answer.code == E.CALL_REJECTED.code else "DECIDED"
                 self._remember(self._decided, pending_id, Decided(state, None))
             raise _already(self._decided[pending_id])
-        if answer.code == "CONTEXT_EXPIRED":
-            raise HttpError(404, "PENDING_EXPIRED", "the call's context has expired")
-        if answer.code in ("CONTEXT_UNKNOWN", "TOOL_NOT_DISCLOSED"):
-            raise HttpError(404, "PENDING_UNKNOWN", "the runtime no longer knows this call")
+        if answer.code == E.CONTEXT_EXPIRED.code:
+            raise Refused(E.PENDING_EXPIRED, "the call's context has expired")
+        if answer.code in (E.CONTEXT_UNKNOWN.code, E.TOOL_NOT_DISCLOSED.code):
+            raise Refused(E.PENDING_UNKNOWN, "the runtime no longer knows this call")
         refused = answer.code or answer.status
-        raise HttpError(502, "RUNTIME_ERROR", f"the runtime refused the decision: {refused}")
+        raise Refused(E.RUNTIME_ERROR, f"the runtime refused the decision: {refused}")
 
-    def _not_pending(self, pending_id: str) -> HttpError:
+    def _not_pending(self, pending_id: str) -> Refused:
         decided = self._decided.get(pending_id)
         if decided is not None:
             return _already(decided)
         expiry = self._seen.get(pending_id)
         if expiry is not None and expiry <= self.clock():
-            return HttpError(404, "PENDING_EXPIRED", "the call's approval window ran out")
-        return HttpError(
-            404, "PENDING_UNKNOWN", "no such pending call: decided elsewhere, gone, or never asked"
-        )
+            return Refused(E.PENDING_EXPIRED)
+        message = "no such pending call: decided elsewhere, gone, or never asked"
+        return Refused(E.PENDING_UNKNOWN, message)
 
     @staticmethod
     def _remember(table: OrderedDict[str, Any], key: str, value: Any) -> None:
@@ -178,12 +180,11 @@ class Desk:
             table.popitem(last=False)
 
 
-def _already(decided: Decided) -> HttpError:
+def _already(decided: Decided) -> Refused:
     who = f" by `{decided.approver}`" if decided.approver else ""
     what = {"APPROVED": "approved", "REJECTED": "rejected"}.get(decided.state, "decided")
-    return HttpError(
-        409, "ALREADY_DECIDED", f"the call was already {what}{who}", decided=decided.body()
-    )
+    message = f"the call was already {what}{who}"
+    return Refused(E.ALREADY_DECIDED, message, decided=decided.body())
 
 
 def _shown(pending_id: str, entry: dict[str, Any]) -> dict[str, Any]:

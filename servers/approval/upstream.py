@@ -11,12 +11,13 @@ what the runtime's API says (not JSON, a 5xx, a refusal of the runner credential
 from __future__ import annotations
 
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import aiohttp
 
 from policy.strictjson import dumps, loads
-from servers.runtime.errors import HttpError
+from servers.wire.errors import ErrorCode, Refused
 
 TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 96 << 20
@@ -59,7 +60,7 @@ class Upstream:
         """The runtime's ``GET /v1/context/tools/pending``."""
         answer = await self._request("GET", "/v1/context/tools/pending", None, {})
         listed = answer.body.get("pending") if isinstance(answer.body, dict) else None
-        if answer.status != 200 or not isinstance(listed, list):
+        if answer.status != HTTPStatus.OK or not isinstance(listed, list):
             raise _bad("the runtime's pending list is not what its API describes")
         return [item for item in listed if isinstance(item, dict)]
 
@@ -87,9 +88,8 @@ class Upstream:
                 raw = await _body(r)
                 status = r.status
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise HttpError(
-                503,
-                "RUNTIME_UNAVAILABLE",
+            raise Refused(
+                ErrorCode.RUNTIME_UNAVAILABLE,
                 f"the runtime at {self.base_url} cannot be reached ({type(exc).__name__});"
                 " nothing is known to have been decided: refresh and try again",
             ) from None
@@ -108,9 +108,10 @@ async def _body(response: aiohttp.ClientResponse) -> bytes:
 
 
 def _answer(status: int, raw: bytes) -> Answer:
-    if status == 401:
+    if status == HTTPStatus.UNAUTHORIZED:
         raise _bad("the runtime refused the runner approval credential (check its value)")
-    if len(raw) > MAX_ANSWER_BYTES or not (200 <= status < 500):
+    answered = HTTPStatus.OK <= status < HTTPStatus.INTERNAL_SERVER_ERROR
+    if len(raw) > MAX_ANSWER_BYTES or not answered:
         raise _bad(f"the runtime answered {status}")
     try:
         return Answer(status, loads(raw))
@@ -118,5 +119,5 @@ def _answer(status: int, raw: bytes) -> Answer:
         raise _bad("the runtime's answer is not JSON") from None
 
 
-def _bad(message: str) -> HttpError:
-    return HttpError(502, "RUNTIME_ERROR", message)
+def _bad(message: str) -> Refused:
+    return Refused(ErrorCode.RUNTIME_ERROR, message)

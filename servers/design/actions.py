@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -25,44 +25,26 @@ from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_
 from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_tool
 from compiler.diagnostics import CompileError
 from policy.strictjson import JsonError, loads
-from servers.design.workspace import Shape, Workspace, body_of, json_field, refused, workspace
-from servers.http import wire
-from servers.runtime.errors import HttpError
+from servers.design.workspace import Workspace, body_of, json_field, refused, workspace
+from servers.http.bodies import json_response
+from servers.wire import design
+from servers.wire.errors import ErrorCode, Refused
 
-Compute = Callable[[Workspace, dict[str, Any]], dict[str, Any]]
-
-NEW: Shape = {
-    "template": ("id", True),
-    "id": ("id", True),
-    "fields": ("strings", False),
-    "schema": ("text", False),
-    "name": ("id", False),
-    "description": ("text", False),
-    "version": ("id", False),
-    "effect": ("id", False),
-}
-INCLUDE: Shape = {"tool": ("id", True), "profile": ("id", True), "required": ("bool", False)}
-PROTECT: Shape = {"tool": ("id", True)}
-CHECK_CALL: Shape = {
-    "objective": ("id", True),
-    "tool": ("id", True),
-    "arguments": ("text", True),
-    "approved": ("bool", False),
-    "fixtures": ("id", False),
-}
+B = TypeVar("B")
+Compute = Callable[[Workspace, B], dict[str, Any]]
 
 
-def operation(shape: Shape, compute: Compute) -> Callable[[web.Request], Any]:
-    """A handler: the body checked against ``shape``, then ``compute`` in the worker thread."""
+def operation(kind: type[B], compute: Compute[B]) -> Callable[[web.Request], Any]:
+    """A handler: the body decoded as ``kind``, then ``compute`` in the worker thread."""
 
     async def handle(request: web.Request) -> web.Response:
-        body = await body_of(request, shape)
+        body = await body_of(request, kind)
         ws = workspace(request)
         try:
             result = await ws.run(compute, ws, body)
         except CompileError as exc:
             raise refused(exc) from None
-        return wire.json_response(result)
+        return json_response(result)
 
     return handle
 
@@ -71,50 +53,50 @@ def written(edit: Edit) -> dict[str, Any]:
     """Save ``edit`` when it validates; 422 with its diagnostics (nothing written) when not."""
     if not edit.ok:
         message = "the change does not validate: nothing was written"
-        raise HttpError(422, "CHANGE_INVALID", message, **edit.to_json(), written=False)
+        raise Refused(ErrorCode.CHANGE_INVALID, message, **edit.to_json(), written=False)
     return {**edit.to_json(), "written": save(edit)}
 
 
-def _new(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
-    schema = json_field(body["schema"], "schema") if body["schema"] is not None else None
+def _new(ws: Workspace, body: design.NewTool) -> dict[str, Any]:
+    schema = json_field(body.schema, "schema") if body.schema is not None else None
     if schema is not None and not isinstance(schema, dict):
-        raise HttpError(400, "BAD_REQUEST", "`schema` must be a JSON Schema object")
+        raise Refused(ErrorCode.BAD_REQUEST, "`schema` must be a JSON Schema object")
     edit = new_tool(
         load_source(ws.project),
-        template=body["template"],
-        tool_id=body["id"],
-        fields=tuple(body["fields"] or ()),
+        template=body.template,
+        tool_id=body.id,
+        fields=tuple(body.fields or ()),
         schema=schema,
-        name=body["name"],
-        description=body["description"] or None,
-        version=body["version"],
-        effect=body["effect"],
+        name=body.name,
+        description=body.description or None,
+        version=body.version,
+        effect=body.effect,
     )
     return written(edit)
 
 
-def _include(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
+def _include(ws: Workspace, body: design.IncludeTool) -> dict[str, Any]:
     source = load_source(ws.project)
     edit = include_tool(
-        source, tool_id=body["tool"], profile_id=body["profile"], required=bool(body["required"])
+        source, tool_id=body.tool, profile_id=body.profile, required=bool(body.required)
     )
     return written(edit)
 
 
-def _protect(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
-    return written(protect_tool(load_source(ws.project), tool_id=body["tool"]))
+def _protect(ws: Workspace, body: design.ProtectTool) -> dict[str, Any]:
+    return written(protect_tool(load_source(ws.project), tool_id=body.tool))
 
 
-def _check_call(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
-    fixtures = body["fixtures"] or "current"
+def _check_call(ws: Workspace, body: design.CheckCall) -> dict[str, Any]:
+    fixtures = body.fixtures or "current"
     if fixtures not in FIXTURE_MODES:
-        raise wire.bad_request("`fixtures` must be `current` or `project`")
+        raise Refused(ErrorCode.BAD_REQUEST, "`fixtures` must be `current` or `project`")
     return check_call(
         load_source(ws.project),
-        objective=body["objective"],
-        tool=body["tool"],
-        arguments=json_field(body["arguments"], "arguments"),
-        approved=bool(body["approved"]),
+        objective=body.objective,
+        tool=body.tool,
+        arguments=json_field(body.arguments, "arguments"),
+        approved=bool(body.approved),
         fixtures=fixtures,
     )
 
@@ -178,12 +160,12 @@ def _bindings(ws: Workspace) -> dict[str, Any] | None:
 
 async def project_state(request: web.Request) -> web.Response:
     ws = workspace(request)
-    return wire.json_response(await ws.run(overview, ws))
+    return json_response(await ws.run(overview, ws))
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/api/project", project_state)
-    router.add_post("/api/tools/new", operation(NEW, _new))
-    router.add_post("/api/tools/include", operation(INCLUDE, _include))
-    router.add_post("/api/tools/protect", operation(PROTECT, _protect))
-    router.add_post("/api/tools/check-call", operation(CHECK_CALL, _check_call))
+    router.add_post("/api/tools/new", operation(design.NewTool, _new))
+    router.add_post("/api/tools/include", operation(design.IncludeTool, _include))
+    router.add_post("/api/tools/protect", operation(design.ProtectTool, _protect))
+    router.add_post("/api/tools/check-call", operation(design.CheckCall, _check_call))

@@ -25,11 +25,11 @@ from aiohttp import web
 
 from servers.design import actions, connect
 from servers.design.workspace import WORKSPACE, Workspace
-from servers.http import wire
 from servers.http.middleware import errors
 from servers.http.pages import no_icon, secured
 from servers.http.serving import GuardedSite, Limits
-from servers.runtime.errors import HttpError
+from servers.wire.errors import ErrorCode, Refused
+from servers.wire.limits import MAX_BODY_BYTES
 
 PAGE = {  # path -> (file of servers/design/page, content type)
     "/": ("index.html", "text/html"),
@@ -57,13 +57,13 @@ async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
     hosts = request.app[HOSTS]
     host = request.headers.get("Host", "").lower()
     if host not in hosts:
-        raise HttpError(421, "HOST_REFUSED", "this page answers only at its own loopback address")
+        raise Refused(ErrorCode.HOST_REFUSED)
     if request.method not in SAFE_METHODS:
         origin = request.headers.get("Origin")
         if origin is not None and origin.lower() != f"http://{host}":
-            raise HttpError(403, "ORIGIN_REFUSED", "a change must come from the page itself")
+            raise Refused(ErrorCode.ORIGIN_REFUSED)
         if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
-            raise HttpError(403, "ORIGIN_REFUSED", "a change must come from the page itself")
+            raise Refused(ErrorCode.ORIGIN_REFUSED)
     if request.path.startswith("/api/"):
         _authenticate(request)
     return await handler(request)
@@ -74,7 +74,7 @@ def _authenticate(request: web.Request) -> None:
     expected = request.app[TOKEN_DIGEST]
     matches = hmac.compare_digest(_digest(presented.strip()), expected)
     if scheme.lower() != "bearer" or not presented or not matches:
-        raise HttpError(401, "UNAUTHENTICATED", "open the page at the URL `seif design` printed")
+        raise Refused(ErrorCode.UNAUTHENTICATED, "open the page at the URL `seif design` printed")
 
 
 def _page_file(path: str) -> Handler:
@@ -94,9 +94,7 @@ def design_app(
     :func:`allow_hosts`, which the runner calls once the port is known)."""
     if not token:
         raise ValueError("the Design workstation needs a local token")
-    app = web.Application(
-        middlewares=[secured, errors, guarded], client_max_size=wire.MAX_BODY_BYTES
-    )
+    app = web.Application(middlewares=[secured, errors, guarded], client_max_size=MAX_BODY_BYTES)
     app[TOKEN] = token  # for the URL the runner prints; requests are checked against its digest
     app[TOKEN_DIGEST] = _digest(token)
     app[HOSTS] = {h.lower() for h in hosts}

@@ -29,7 +29,7 @@ from policy.diagnostic import Diagnostic
 from policy.jsonpos import with_positions
 from policy.strictjson import JsonError, loads
 from servers.config.files import ConfigError, load_bindings
-from servers.runtime.errors import HttpError
+from servers.wire.errors import ErrorCode, Refused
 
 CONFIGURED = "configured"
 PLACEHOLDER = "to fill in"
@@ -194,9 +194,8 @@ def save(
     blocking = [p for p in found if _concerns(p, tool_id)]
     if blocking:
         message = "the binding is not accepted: nothing was written"
-        raise HttpError(
-            422, "BINDING_INVALID", message, diagnostics=[p.to_json() for p in blocking]
-        )
+        diagnostics = [p.to_json() for p in blocking]
+        raise Refused(ErrorCode.BINDING_INVALID, message, diagnostics=diagnostics)
     rewrite(path, text, new)
     result = _form(declared, path, loads(new), found)
     return {**result, "saved": tool_id}

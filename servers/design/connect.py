@@ -21,40 +21,32 @@ from compiler.authoring.source import AuthoringError, compiled, load_source
 from compiler.authoring.starter import write_starter
 from servers.design import bindingform
 from servers.design.actions import operation
-from servers.design.workspace import Shape, Workspace, refused, workspace
-from servers.http import wire
-from servers.runtime.errors import HttpError
-
-STARTER: Shape = {"tool": ("id", True), "lang": ("id", True), "out": ("text", True)}
-RELEASE: Shape = {
-    "environment": ("id", True),
-    "registry": ("text", False),
-    "bindings": ("text", False),
-}
-OPEN: Shape = {"file": ("text", True)}
-SAVE: Shape = {"tool": ("id", True), "endpoint": ("text", True), "secretRef": ("text", False)}
+from servers.design.workspace import Workspace, refused, workspace
+from servers.http.bodies import json_response
+from servers.wire import design
+from servers.wire.errors import ErrorCode, Refused
 
 
 def local_path(text: str, name: str) -> Path:
     """A path the author typed (this is a local workstation: the author's own files)."""
     if not text.strip() or "\x00" in text:
-        raise wire.bad_request(f"`{name}` must be a path")
+        raise Refused(ErrorCode.BAD_REQUEST, f"`{name}` must be a path")
     return Path(text.strip()).expanduser()
 
 
-def _starter(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
-    out = local_path(body["out"], "out")
-    result = write_starter(compiled(load_source(ws.project)), body["tool"], body["lang"], out)
+def _starter(ws: Workspace, body: design.Starter) -> dict[str, Any]:
+    out = local_path(body.out, "out")
+    result = write_starter(compiled(load_source(ws.project)), body.tool, body.lang, out)
     return {"ok": True, **result.to_json()}
 
 
-def _release(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
-    registry = local_path(body["registry"], "registry") if body["registry"] else ws.registry
+def _release(ws: Workspace, body: design.Release) -> dict[str, Any]:
+    registry = local_path(body.registry, "registry") if body.registry else ws.registry
     if registry is None:
         message = "give a registry directory (or start `seif design` with `--registry REG`)"
-        raise HttpError(400, "REGISTRY_REQUIRED", message)
-    bindings = local_path(body["bindings"], "bindings") if body["bindings"] else None
-    release = prepare_release(ws.project, registry, body["environment"], bindings)
+        raise Refused(ErrorCode.REGISTRY_REQUIRED, message)
+    bindings = local_path(body.bindings, "bindings") if body.bindings else None
+    release = prepare_release(ws.project, registry, body.environment, bindings)
     ws.bindings = release.bindings
     return {
         **release.to_json(),
@@ -64,38 +56,38 @@ def _release(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _form(ws: Workspace, _body: dict[str, Any]) -> dict[str, Any]:
+def _form(ws: Workspace) -> dict[str, Any]:
     if ws.bindings is None:
         message = "no bindings file yet: prepare a release, or open a bindings file"
-        raise HttpError(404, "NO_BINDINGS", message)
+        raise Refused(ErrorCode.NO_BINDINGS, message)
     return bindingform.form(ws.project, ws.bindings)
 
 
-def _open(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
-    path = local_path(body["file"], "file")
+def _open(ws: Workspace, body: design.OpenBindings) -> dict[str, Any]:
+    path = local_path(body.file, "file")
     found = bindingform.form(ws.project, path)
     ws.bindings = path
     return found
 
 
-def _save(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
+def _save(ws: Workspace, body: design.SaveBinding) -> dict[str, Any]:
     if ws.bindings is None:
-        return _form(ws, body)
-    secret = body["secretRef"]
-    return bindingform.save(ws.project, ws.bindings, body["tool"], body["endpoint"], secret)
+        return _form(ws)
+    secret = body.secret_ref
+    return bindingform.save(ws.project, ws.bindings, body.tool, body.endpoint, secret)
 
 
 async def bindings_state(request: web.Request) -> web.Response:
     ws = workspace(request)
     try:
-        return wire.json_response(await ws.run(_form, ws, {}))
+        return json_response(await ws.run(_form, ws))
     except AuthoringError as exc:
         raise refused(exc) from None
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
-    router.add_post("/api/starter", operation(STARTER, _starter))
-    router.add_post("/api/release", operation(RELEASE, _release))
+    router.add_post("/api/starter", operation(design.Starter, _starter))
+    router.add_post("/api/release", operation(design.Release, _release))
     router.add_get("/api/bindings", bindings_state)
-    router.add_post("/api/bindings/open", operation(OPEN, _open))
-    router.add_post("/api/bindings", operation(SAVE, _save))
+    router.add_post("/api/bindings/open", operation(design.OpenBindings, _open))
+    router.add_post("/api/bindings", operation(design.SaveBinding, _save))

@@ -9,7 +9,7 @@ takes a while) and answers JSON; a refusal is ``{"error": {"code", "message"}, "
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,12 +18,11 @@ from aiohttp import web
 
 from compiler.diagnostics import CompileError
 from policy.strictjson import JsonError, loads
-from servers.http import wire
-from servers.runtime.errors import HttpError
+from servers.http.bodies import read_json
+from servers.wire.errors import ErrorCode, Refused
+from servers.wire.fields import decode
 
 T = TypeVar("T")
-MAX_TEXT = wire.MAX_BODY_BYTES
-"""The longest free text a field may hold (a schema, arguments, a path)."""
 
 
 @dataclass
@@ -46,60 +45,27 @@ def workspace(request: web.Request) -> Workspace:
     return request.app[WORKSPACE]
 
 
-def refused(error: CompileError) -> HttpError:
-    """An operation refused for ``error``'s diagnostics: 409 when the file moved under it."""
+def refused(error: CompileError) -> Refused:
+    """An operation refused for ``error``'s diagnostics, answered with the first one's code
+    and message: ``REFUSED`` (422), or ``FILE_CHANGED`` (409) when the file moved under it."""
     diagnostics = [d.to_json() for d in error.diagnostics]
     first = error.diagnostics[0] if error.diagnostics else None
-    code = first.code if first is not None else "REFUSED"
-    message = first.message if first is not None else "the operation was refused"
-    status = 409 if code == "FILE_CHANGED" else 422
-    return HttpError(status, code, message, diagnostics=diagnostics)
+    if first is None:
+        return Refused(ErrorCode.REFUSED, diagnostics=diagnostics)
+    changed = first.code == ErrorCode.FILE_CHANGED.code
+    kind = ErrorCode.FILE_CHANGED if changed else ErrorCode.REFUSED
+    return Refused(kind, first.message, code=first.code, diagnostics=diagnostics)
 
 
 # --- request bodies -----------------------------------------------------------------------------
 
-Shape = Mapping[str, tuple[str, bool]]
-"""field -> (kind, required); kinds: ``id`` (a short non-empty string), ``text`` (any string),
-``bool``, ``strings`` (a list of strings)."""
 
-
-async def body_of(request: web.Request, shape: Shape) -> dict[str, Any]:
-    """The request's JSON object (strict JSON, at most 1 MiB), checked against a closed shape;
-    absent optional fields are None."""
+async def body_of(request: web.Request, kind: type[T]) -> T:
+    """The request's JSON object (strict JSON, at most 1 MiB) as the typed body ``kind``
+    (:mod:`servers.wire.design`): closed, absent optional fields None."""
     if request.content_type != "application/json":
-        raise HttpError(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as `application/json`")
-    body = await wire.read_json(request)
-    for name in body:
-        if name not in shape:
-            raise wire.bad_request(f"unknown field `{name[:64]}`")
-    out: dict[str, Any] = {}
-    for name, (kind, required) in shape.items():
-        value = body.get(name)
-        if value is None:
-            if required:
-                raise wire.bad_request(f"missing field `{name}`")
-        elif not _fits(kind, value):
-            raise wire.bad_request(f"`{name}` must be {_KINDS[kind]}")
-        out[name] = value
-    return out
-
-
-_KINDS = {
-    "id": "a non-empty string of at most 256 characters",
-    "text": "a string",
-    "bool": "true or false",
-    "strings": "a list of strings",
-}
-
-
-def _fits(kind: str, value: Any) -> bool:
-    if kind == "id":
-        return isinstance(value, str) and 0 < len(value) <= wire.MAX_ID_LENGTH
-    if kind == "text":
-        return isinstance(value, str) and len(value) <= MAX_TEXT
-    if kind == "bool":
-        return isinstance(value, bool)
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        raise Refused(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+    return decode(kind, await read_json(request))
 
 
 def json_field(text: str, name: str) -> Any:
@@ -109,4 +75,4 @@ def json_field(text: str, name: str) -> Any:
     except JsonError as exc:
         diagnostic = {"code": exc.code, "field": name} | exc.diagnostic.to_json()
         message = f"`{name}` is not strict JSON: {exc}"
-        raise HttpError(400, "NOT_JSON", message, diagnostics=[diagnostic]) from None
+        raise Refused(ErrorCode.NOT_JSON, message, diagnostics=[diagnostic]) from None

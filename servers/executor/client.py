@@ -57,6 +57,7 @@ from servers.executor.interface import (
     Outcome,
     unavailable,
 )
+from servers.wire import reasons
 
 CONTRACT = "context-tool-executor.v1"
 MAX_DESCRIPTOR_FIELD = 200
@@ -125,7 +126,7 @@ def _decode(raw: bytes) -> Any:
     try:
         return loads(raw)
     except JsonError:
-        raise TransportError("INVALID_RESPONSE") from None
+        raise TransportError(reasons.INVALID_RESPONSE) from None
 
 
 def _carries(value: Any, secret: str) -> bool:
@@ -143,9 +144,9 @@ def _protocol_document(reply: Response, secret: str | None) -> dict[str, Any]:
     """The decoded response object, after the reflection check on its strings."""
     value = _decode(reply.body)
     if secret and _may_carry(reply.body, secret) and _carries(value, secret):
-        raise TransportError("CREDENTIAL_REFLECTED")
+        raise TransportError(reasons.CREDENTIAL_REFLECTED)
     if not isinstance(value, dict):
-        raise TransportError("INVALID_RESPONSE")
+        raise TransportError(reasons.INVALID_RESPONSE)
     return value
 
 
@@ -157,19 +158,19 @@ def _error_code(document: Mapping[str, Any]) -> str | None:
 
 def _interpret_execute(reply: Response, tool: Tool, secret: str | None) -> Outcome:
     if 300 <= reply.status < 400:
-        return Outcome(UNKNOWN, reason="REDIRECT")
+        return Outcome(UNKNOWN, reason=reasons.REDIRECT)
     document = _protocol_document(reply, secret)
     ok = document.get("ok")
     if document.get("contract") != CONTRACT or not isinstance(ok, bool):
-        return Outcome(UNKNOWN, reason="INVALID_RESPONSE")
+        return Outcome(UNKNOWN, reason=reasons.INVALID_RESPONSE)
     if not ok:
-        return Outcome(FAILED, reason="EXECUTOR_ERROR", error_code=_error_code(document))
+        return Outcome(FAILED, reason=reasons.EXECUTOR_ERROR, error_code=_error_code(document))
     if not 200 <= reply.status < 300 or "output" not in document:
-        return Outcome(UNKNOWN, reason="INVALID_RESPONSE")
+        return Outcome(UNKNOWN, reason=reasons.INVALID_RESPONSE)
     output = document["output"]
     validator = tool.result_validator
     if validator is not None and not validator.is_valid(output):
-        return Outcome(FAILED, reason="RESULT_INVALID")
+        return Outcome(FAILED, reason=reasons.RESULT_INVALID)
     return Outcome(SUCCEEDED, output=output)
 
 
@@ -179,15 +180,15 @@ def _short(value: Any) -> bool:
 
 def _interpret_describe(reply: Response, binding: BindingLike) -> Observation:
     if 300 <= reply.status < 400:
-        return unavailable("REDIRECT")
+        return unavailable(reasons.REDIRECT)
     if reply.status != 200:
         return unavailable(f"HTTP_{reply.status}")
     document = _protocol_document(reply, binding.secret)
     tool = document.get("tool")
     if document.get("contract") != CONTRACT or not isinstance(tool, dict):
-        return unavailable("INVALID_RESPONSE")
+        return unavailable(reasons.INVALID_RESPONSE)
     if not all(_short(tool.get(k)) for k in ("id", "version", "contractDigest")):
-        return unavailable("INVALID_RESPONSE")
+        return unavailable(reasons.INVALID_RESPONSE)
     if tool["id"] != binding.tool:
         return unavailable("TOOL_MISMATCH")
     return {"state": READY, "version": tool["version"], "contractDigest": tool["contractDigest"]}
@@ -217,9 +218,9 @@ def _unreflected(response: Response, binding: BindingLike) -> Response:
     """The response, unless its headers or body carry the credential."""
     secret = binding.secret.encode() if binding.secret else None
     if secret and any(secret in name or secret in value for name, value in response.headers):
-        raise TransportError("CREDENTIAL_REFLECTED")
+        raise TransportError(reasons.CREDENTIAL_REFLECTED)
     if secret and secret in response.body:
-        raise TransportError("CREDENTIAL_REFLECTED")
+        raise TransportError(reasons.CREDENTIAL_REFLECTED)
     return response
 
 
@@ -242,11 +243,11 @@ class ExecutorClient:
         """Send ``body`` (see :func:`execute_body`) once. Never raises, but cancellation
         propagates and abandons the request (see the module's note on cancellation)."""
         if binding.tool != tool.id:
-            return Outcome(FAILED, reason="BINDING_MISMATCH")
+            return Outcome(FAILED, reason=reasons.BINDING_MISMATCH)
         try:
             payload = dump_bytes(body)
         except (TypeError, ValueError):  # JsonError is a ValueError
-            return Outcome(FAILED, reason="REQUEST_INVALID")
+            return Outcome(FAILED, reason=reasons.REQUEST_INVALID)
         try:
             reply = await self._exchange("POST", binding, "/execute", payload)
             return _interpret_execute(reply, tool, binding.secret)
@@ -272,7 +273,7 @@ class ExecutorClient:
             raise
         except Exception as error:  # a bug below us: the exchange's fate is unknown
             log.error("executor %s %s: %s", binding.tool, suffix[1:], type(error).__name__)
-            raise TransportError("CLIENT_ERROR") from None
+            raise TransportError(reasons.CLIENT_ERROR) from None
         return _unreflected(response, binding)
 
 

@@ -44,6 +44,7 @@ import httptools
 
 from servers.config.tls import system_context
 from servers.support.memo import remembered
+from servers.wire import reasons
 
 IDLE_S = 15.0
 MAX_HEADER_BYTES = 65536
@@ -84,9 +85,9 @@ def _target(url: str) -> _Target:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise TransportError("ENDPOINT_INVALID", unsent=True) from None
+        raise TransportError(reasons.ENDPOINT_INVALID, unsent=True) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TransportError("ENDPOINT_INVALID", unsent=True)
+        raise TransportError(reasons.ENDPOINT_INVALID, unsent=True)
     default = 443 if parts.scheme == "https" else 80
     host = parts.hostname
     shown = f"[{host}]" if ":" in host else host
@@ -143,7 +144,7 @@ class _Connection(asyncio.Protocol):
         if self._until_eof and self._waiter is not None and not self._waiter.done():
             self._finish()  # a body delimited by the end of the connection
         else:
-            self._fail(TransportError("CONNECTION_LOST"))
+            self._fail(TransportError(reasons.CONNECTION_LOST))
 
     # httptools callbacks
 
@@ -160,7 +161,7 @@ class _Connection(asyncio.Protocol):
             self._finish(redirect=True)
             return
         if lengths and lengths[0].strip().isdigit() and int(lengths[0]) > self._limit:
-            raise TransportError("TOO_LARGE")
+            raise TransportError(reasons.TOO_LARGE)
         chunked = any(n.lower() == b"transfer-encoding" for n, _ in self._headers)
         self._until_eof = not lengths and not chunked and status != 204  # (3xx returned above)
         self.reusable = self._parser.should_keep_alive()
@@ -168,7 +169,7 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
         if self._size > self._limit:
-            raise TransportError("TOO_LARGE")
+            raise TransportError(reasons.TOO_LARGE)
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -199,7 +200,7 @@ class _Connection(asyncio.Protocol):
 
 
 def _invalid() -> TransportError:
-    return TransportError("INVALID_RESPONSE")
+    return TransportError(reasons.INVALID_RESPONSE)
 
 
 def _quiet(conn: _Connection) -> bool:
@@ -261,14 +262,14 @@ class Http1Client:
         waiter: asyncio.Future[Response] = loop.create_future()
         conn.begin(waiter, max_bytes)
         if conn.transport is None:  # connection_made not called: the loop broke its contract
-            raise TransportError("CONNECTION_LOST")
+            raise TransportError(reasons.CONNECTION_LOST)
         conn.transport.write(head + body if body else head)
         try:
             async with asyncio.timeout_at(deadline):
                 response = await waiter
         except TimeoutError:
             conn.close()
-            raise TransportError("TIMEOUT") from None
+            raise TransportError(reasons.TIMEOUT) from None
         except BaseException:
             conn.close()
             raise
@@ -295,7 +296,7 @@ class Http1Client:
                 return conn
             conn.close()
         if self._closed:
-            raise TransportError("CONNECTION_REFUSED", unsent=True)
+            raise TransportError(reasons.CONNECTION_REFUSED, unsent=True)
         return await self._open(target, tls, deadline)
 
     async def _open(
@@ -313,15 +314,15 @@ class Http1Client:
                     server_hostname=host if tls else None,
                 )
         except TimeoutError:
-            raise TransportError("CONNECT_TIMEOUT", unsent=True) from None
+            raise TransportError(reasons.CONNECT_TIMEOUT, unsent=True) from None
         except ssl.SSLCertVerificationError as error:
             mismatch = error.verify_code in _NAME_MISMATCH
-            reason = "TLS_NAME_MISMATCH" if mismatch else "TLS_UNTRUSTED"
+            reason = reasons.TLS_NAME_MISMATCH if mismatch else reasons.TLS_UNTRUSTED
             raise TransportError(reason, unsent=True) from None
         except ssl.SSLError:
-            raise TransportError("TLS_FAILED", unsent=True) from None
+            raise TransportError(reasons.TLS_FAILED, unsent=True) from None
         except (OSError, ValueError):
-            raise TransportError("CONNECTION_REFUSED", unsent=True) from None
+            raise TransportError(reasons.CONNECTION_REFUSED, unsent=True) from None
         return conn
 
     def _release(self, origin: tuple[str, str, int], conn: _Connection, now: float) -> None:
@@ -351,11 +352,11 @@ def _head(method: str, target: _Target, headers: list[tuple[str, str]], body: An
     lines = [f"{method} {target.path} HTTP/1.1", f"Host: {target.host_header}"]
     for name, value in headers:
         if any(c in name or c in value for c in "\r\n\0") or ":" in name:
-            raise TransportError("REQUEST_INVALID", unsent=True)
+            raise TransportError(reasons.REQUEST_INVALID, unsent=True)
         lines.append(f"{name}: {value}")
     if body is not None:
         lines.append(f"Content-Length: {len(body)}")
     try:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     except UnicodeEncodeError:
-        raise TransportError("REQUEST_INVALID", unsent=True) from None
+        raise TransportError(reasons.REQUEST_INVALID, unsent=True) from None

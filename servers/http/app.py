@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from http import HTTPStatus
 
 from aiohttp import web
 
 from servers.config.files import Credential, Credentials
 from servers.executor import open_executors
-from servers.http import openapi, wire
+from servers.http import bodies
+from servers.http.bodies import json_response
 from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
-from servers.http.wire import json_response
-from servers.runtime.errors import HttpError
 from servers.runtime.metrics import Metrics
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
@@ -28,6 +27,19 @@ from servers.runtime.shadow import ShadowWorker
 from servers.runtime.shared_pending import SharedPendingCalls
 from servers.runtime.startup import Prepared
 from servers.runtime.turns import Turns
+from servers.wire import answers, openapi
+from servers.wire.capabilities import capabilities as capabilities_of
+from servers.wire.errors import ErrorCode, Refused
+from servers.wire.fields import decode
+from servers.wire.limits import MAX_BODY_BYTES, MAX_ID_LENGTH
+from servers.wire.requests import (
+    CompleteTurnRequest,
+    DecisionRequest,
+    ExecuteRequest,
+    ReportRequest,
+    ResolveRequest,
+)
+from servers.wire.routes import ROUTES
 
 LOG = logging.getLogger("seif.runtime")
 RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
@@ -44,9 +56,9 @@ def bearer_credential(request: web.Request, scope: str | None) -> Credential:
     token = header[7:] if header.startswith("Bearer ") else None
     found = request.app[PREPARED].credentials.authenticate(token)
     if found is None:
-        raise HttpError(401, "UNAUTHENTICATED", "a valid bearer token is required")
+        raise Refused(ErrorCode.UNAUTHENTICATED)
     if scope is not None and scope not in found.scopes:
-        raise HttpError(403, "FORBIDDEN", f"the credential lacks the `{scope}` scope")
+        raise Refused(ErrorCode.FORBIDDEN, f"the credential lacks the `{scope}` scope")
     return found
 
 
@@ -57,16 +69,15 @@ def _approver(request: web.Request) -> str:
     # keyed digests of equal length compared: neither the token nor its length shows in timing
     # (a header value that is not UTF-8 arrives surrogate-escaped and is hashed, never raised)
     if request.app[APPROVAL].authenticate(given) is None:
-        raise HttpError(
-            401,
-            "UNAUTHENTICATED",
+        raise Refused(
+            ErrorCode.UNAUTHENTICATED,
             "the runner approval credential is required in `x-seif-tool-approval`",
         )
     approver = request.headers.get("x-seif-approver", "").strip()
     try:
         approver.encode("utf-8")  # it is stored and logged: text only, never undecodable bytes
     except UnicodeEncodeError:
-        raise HttpError(400, "BAD_REQUEST", "`x-seif-approver` is not UTF-8 text") from None
+        raise Refused(ErrorCode.BAD_REQUEST, "`x-seif-approver` is not UTF-8 text") from None
     return approver[:128] if approver else "runtime-approval-token"
 
 
@@ -75,24 +86,25 @@ def _live_turn(request: web.Request, credential: Credential, turn_id: str | None
 
 
 async def health(_request: web.Request) -> web.Response:
-    return json_response({"status": "ok"})
+    body: answers.Health = {"status": "ok"}
+    return json_response(body)
 
 
 async def ready(request: web.Request) -> web.Response:
     tools = await request.app[RUNTIME].readiness()
     ready = all(v == "READY" for v in tools.values())
-    body: dict[str, Any] = {"ready": ready, "tools": tools}
+    body: answers.Ready = {"ready": ready, "tools": tools}
     store = request.app[PREPARED].backend.state()
     if store is not None:  # a replica whose lease lapsed claims nothing: send it nothing
         body["store"] = store
         body["ready"] = ready = ready and store == "READY"
-    return json_response(body, status=200 if ready else 503)
+    return json_response(body, status=HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE)
 
 
 async def capabilities(request: web.Request) -> web.Response:
     bearer_credential(request, None)
     revisions: tuple[str, ...] = request.app[MCP_REVISIONS]
-    return json_response(openapi.capabilities(revisions))
+    return json_response(capabilities_of(revisions))
 
 
 async def openapi_doc(_request: web.Request) -> web.Response:
@@ -107,38 +119,36 @@ async def start_turn(request: web.Request) -> web.Response:
 
 async def complete_turn(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "context.resolve")
-    body = wire.fields(await wire.read_json(request), wire.COMPLETE_TURN)
-    if body["outcome"] not in ("COMPLETED", "FAILED"):
-        raise wire.bad_request("`outcome` must be `COMPLETED` or `FAILED`")
+    asked = decode(CompleteTurnRequest, await bodies.read_json(request))
     turns, turn_id = request.app[RUNTIME].turns, request.match_info["turnId"]
-    return json_response(turns.complete(credential.id, turn_id, body["outcome"]))
+    return json_response(turns.complete(credential.id, turn_id, asked.outcome))
 
 
 async def resolve(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "context.resolve")
-    body = wire.fields(await wire.read_json(request), wire.RESOLVE)
-    turn = _live_turn(request, credential, body["turnId"])
-    answer = await request.app[RUNTIME].resolve(body, turn, credential.id)
+    asked = decode(ResolveRequest, await bodies.read_json(request))
+    turn = _live_turn(request, credential, asked.turn_id)
+    answer = await request.app[RUNTIME].resolve(asked, turn, credential.id)
     return web.Response(body=answer, content_type="application/json")
 
 
 async def execute(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "tools.execute")
-    body = wire.fields(await wire.read_json(request), wire.EXECUTE)
-    _live_turn(request, credential, body["turnId"])
-    return json_response(await request.app[RUNTIME].execute(body, credential.id))
+    asked = decode(ExecuteRequest, await bodies.read_json(request))
+    _live_turn(request, credential, asked.turn_id)
+    return json_response(await request.app[RUNTIME].execute(asked, credential.id))
 
 
 async def approve(request: web.Request) -> web.Response:
     approver = _approver(request)
-    body = wire.fields(await wire.read_json(request), wire.APPROVE)
-    return json_response(await request.app[RUNTIME].approve(body, approver))
+    asked = decode(DecisionRequest, await bodies.read_json(request))
+    return json_response(await request.app[RUNTIME].approve(asked, approver))
 
 
 async def reject(request: web.Request) -> web.Response:
     approver = _approver(request)
-    body = wire.fields(await wire.read_json(request), wire.REJECT)
-    return json_response(await request.app[RUNTIME].reject(body, approver))
+    asked = decode(DecisionRequest, await bodies.read_json(request))
+    return json_response(await request.app[RUNTIME].reject(asked, approver))
 
 
 async def approval_status(request: web.Request) -> web.Response:
@@ -148,23 +158,25 @@ async def approval_status(request: web.Request) -> web.Response:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise wire.bad_request(f"`{name}` is not Unicode text") from None
-        if len(value) > wire.MAX_ID_LENGTH:
-            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+            raise Refused(ErrorCode.BAD_REQUEST, f"`{name}` is not Unicode text") from None
+        if len(value) > MAX_ID_LENGTH:
+            raise Refused(ErrorCode.CONTEXT_UNKNOWN)
     status = await request.app[RUNTIME].approval_status(ref, call_id, credential.id)
     return json_response(status)
 
 
 async def pending(request: web.Request) -> web.Response:
     _approver(request)
-    return json_response({"pending": request.app[RUNTIME].pending_calls()})
+    body: answers.PendingList = {"pending": request.app[RUNTIME].pending_calls()}
+    return json_response(body)
 
 
 async def report(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "context.resolve")
-    body = wire.fields(await wire.read_json(request), wire.REPORT)
-    await request.app[RUNTIME].report(body, credential.id)
-    return json_response({"accepted": True}, status=202)
+    asked = decode(ReportRequest, await bodies.read_json(request))
+    await request.app[RUNTIME].report(asked, credential.id)
+    body: answers.Accepted = {"accepted": True}
+    return json_response(body, status=HTTPStatus.ACCEPTED)
 
 
 APPLICATION_SCOPES = frozenset({"context.resolve", "tools.execute"})
@@ -177,17 +189,17 @@ async def traces(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "traces.read")
     ref = request.match_info["contextRef"]
     try:
-        head = b'{"contextRef":' + wire.json_bytes(ref) + b',"events":['
+        head = b'{"contextRef":' + bodies.json_bytes(ref) + b',"events":['
     except ValueError:  # JsonError: not Unicode text (no record can name it)
-        raise wire.bad_request("`contextRef` is not Unicode text") from None
+        raise Refused(ErrorCode.BAD_REQUEST, "`contextRef` is not Unicode text") from None
     if credential.scopes & APPLICATION_SCOPES and (
-        len(ref) > wire.MAX_ID_LENGTH or request.app[RUNTIME].owned_row(ref, credential.id) is None
+        len(ref) > MAX_ID_LENGTH or request.app[RUNTIME].owned_row(ref, credential.id) is None
     ):
-        raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+        raise Refused(ErrorCode.CONTEXT_UNKNOWN)
 
     def render(events: list[dict[str, object]]) -> bytes:
         # {"contextRef", "events"} one event at a time: no one call holds the GIL for long
-        return head + b",".join(wire.json_bytes(event) for event in events) + b"]}"
+        return head + b",".join(bodies.json_bytes(event) for event in events) + b"]}"
 
     # read from the log's index, and encoded, in the log's reader thread: the loop only waits
     body = await request.app[PREPARED].log.trace_async(ref, render)
@@ -251,7 +263,7 @@ def _shadow_of(prepared: Prepared, metrics: Metrics) -> ShadowWorker | None:
 
 
 def create_app(prepared: Prepared) -> web.Application:
-    app = web.Application(middlewares=[counted, errors], client_max_size=wire.MAX_BODY_BYTES)
+    app = web.Application(middlewares=[counted, errors], client_max_size=MAX_BODY_BYTES)
     app[METRICS] = Metrics()
     app[PREPARED] = prepared
     app[MCP_REVISIONS] = ()  # none unless `servers.mcp` is mounted
@@ -260,22 +272,29 @@ def create_app(prepared: Prepared) -> web.Application:
         [Credential("runner-approval", frozenset(), token)] if token else []
     )
     app.cleanup_ctx.append(_resources)
-    app.router.add_get("/v1/health", health)
-    app.router.add_get("/v1/ready", ready)
-    app.router.add_get("/v1/capabilities", capabilities)
-    app.router.add_get("/v1/openapi.json", openapi_doc)
-    app.router.add_post("/v1/turns", start_turn)
-    app.router.add_post("/v1/turns/{turnId}/complete", complete_turn)
-    app.router.add_post("/v1/context/resolve", resolve)
-    app.router.add_post("/v1/context/tools/execute", execute)
-    app.router.add_post("/v1/context/tools/approve", approve)
-    app.router.add_post("/runtime/v1/context/tools/approve", approve)
-    app.router.add_get("/v1/context/tools/pending", pending)
-    app.router.add_post("/v1/context/tools/reject", reject)
-    app.router.add_post("/runtime/v1/context/tools/reject", reject)
-    app.router.add_get("/v1/context/tools/approvals/{contextRef}/{callId}", approval_status)
-    app.router.add_post("/v1/context/disclosures", report)
-    app.router.add_get("/v1/traces/head", traces_head)  # before: "head" is no contextRef
-    app.router.add_get("/v1/traces/{contextRef}", traces)
-    app.router.add_get("/metrics", scrape(bearer_credential))
+    handlers = HANDLERS | {"metrics": scrape(bearer_credential)}
+    for route in ROUTES:  # the route table of servers.wire, in its order; a GET takes HEAD
+        add = {"GET": app.router.add_get, "POST": app.router.add_post}[route.method]
+        add(route.path, handlers[route.handler])
     return app
+
+
+HANDLERS: dict[str, Handler] = {
+    "health": health,
+    "ready": ready,
+    "capabilities": capabilities,
+    "openapi_doc": openapi_doc,
+    "start_turn": start_turn,
+    "complete_turn": complete_turn,
+    "resolve": resolve,
+    "execute": execute,
+    "approve": approve,
+    "reject": reject,
+    "approval_status": approval_status,
+    "pending": pending,
+    "report": report,
+    "traces_head": traces_head,
+    "traces": traces,
+}
+"""The handler of each route of :data:`servers.wire.routes.ROUTES`, by name (``metrics``:
+:func:`servers.http.scrape.scrape`)."""

@@ -4,6 +4,7 @@ security headers, set on every answer by :func:`secured`, and the favicon they d
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 
 from aiohttp import web
 
@@ -33,4 +34,4 @@ async def secured(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 async def no_icon(_request: web.Request) -> web.Response:
     """Browsers ask for ``/favicon.ico``: there is none, and that is not an error."""
-    return web.Response(status=204)
+    return web.Response(status=HTTPStatus.NO_CONTENT)

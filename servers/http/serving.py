@@ -17,7 +17,7 @@ included) and logs them with a traceback. :class:`GuardedSite` serves an applica
   already answered and closing, else one without a complete request, else an idle kept-alive
   one, else one whose client is not taking its answer; the oldest of the first such kind), or,
   when every connection is computing, is answered 503 ``TOO_MANY_CONNECTIONS`` and closed;
-- the body of a request must arrive within ``body_timeout_s`` (:mod:`servers.http.wire`
+- the body of a request must arrive within ``body_timeout_s`` (:mod:`servers.http.bodies`
   answers 408 ``BODY_TIMEOUT``); after an answer that left a body unread (which the
   application marks ``Connection: close``), the rest is read and discarded for at most
   :data:`LINGER_S`, then the connection is closed;
@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, cast
 
 from aiohttp import http_exceptions, web
@@ -40,7 +41,8 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from policy.strictjson import dump_bytes
-from servers.http.wire import BODY_TIMEOUT_S
+from servers.http.bodies import BODY_TIMEOUT_S
+from servers.wire.errors import ErrorCode, Refused
 
 LOG = logging.getLogger("seif.http")
 
@@ -88,8 +90,8 @@ class Limits:
             raise ValueError(f"the write timeout must be in (0, {MAX_WRITE_TIMEOUT_S:g}] seconds")
 
 
-def _error_body(code: str, message: str) -> bytes:
-    return dump_bytes({"error": {"code": code, "message": message}})
+def _error_body(refused: Refused) -> bytes:
+    return dump_bytes(refused.body())
 
 
 def _fault_message(exc: BaseException | None) -> str:
@@ -260,19 +262,19 @@ class GuardedHandler(RequestHandler):
     def handle_error(
         self,
         request: BaseRequest,
-        status: int = 500,
+        status: int = HTTPStatus.INTERNAL_SERVER_ERROR,
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
         """A JSON error instead of aiohttp's text, which quotes the request's bytes."""
         if request.writer.output_size > 0:
             raise ConnectionError("a response was partly sent; the connection is dropped")
-        if status >= 500:
+        if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             LOG.error("internal error at the HTTP layer: %s", type(exc).__name__)
-            body = _error_body("INTERNAL", "internal error")
-        else:
+            body = _error_body(Refused(ErrorCode.INTERNAL))
+        else:  # aiohttp's status (400, 413, 431...) with the API's body
             LOG.info("a request was refused at the HTTP layer: %s", type(exc).__name__)
-            body = _error_body("BAD_REQUEST", _fault_message(exc))
+            body = _error_body(Refused(ErrorCode.BAD_REQUEST, _fault_message(exc)))
         response = web.Response(body=body, status=status, content_type="application/json")
         response.force_close()
         return response
@@ -289,13 +291,15 @@ class GuardedHandler(RequestHandler):
 class _Refused(asyncio.Protocol):
     """A connection past the limit while every open one is busy: 503, then closed."""
 
+    STATUS = ErrorCode.TOO_MANY_CONNECTIONS.status
     ANSWER = (
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        f"HTTP/1.1 {STATUS.value} {STATUS.phrase}\r\n".encode()
+        + b"Content-Type: application/json\r\n"
         b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
     )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        body = _error_body("TOO_MANY_CONNECTIONS", "the runtime is at its connection limit")
+        body = _error_body(Refused(ErrorCode.TOO_MANY_CONNECTIONS))
         # a stream transport (uvloop's is no registered subclass of asyncio's, so no isinstance)
         writer = cast(asyncio.WriteTransport, transport)
         writer.write(self.ANSWER % (len(body), body))

@@ -24,10 +24,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from servers.http.app import MCP_REVISIONS, PREPARED, RUNTIME
-from servers.mcp.boundary import INVALID_REQUEST, handle
+from servers.mcp.boundary import handle
 from servers.mcp.contexts import Contexts
 from servers.mcp.handlers import Asked, call_tool, list_tools
 from servers.mcp.mounted import MOUNTED, McpOptions, Mounted
+from servers.wire.errors import INVALID_REQUEST
 
 __all__ = ["REVISIONS", "McpOptions", "mount"]
 SESSION_IDLE_S = 30 * 60

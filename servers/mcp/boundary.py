@@ -6,7 +6,7 @@
   ``deployment``, each at most once: anything else is 400);
 - the credential's budget of MCP requests being answered, and MCP's share of the connections
   (429 and 503, each a JSON-RPC error, :mod:`servers.mcp.streams`);
-- the body: its size and encoding (``servers.http.wire``), strict JSON (JSON-RPC ``-32700``),
+- the body: its size and encoding (``servers.http.bodies``), strict JSON (JSON-RPC ``-32700``),
   one JSON-RPC 2.0 message object (a batch or a broken envelope is ``-32600``, as is a request
   id that is neither a string nor an integer, or one still in use in the same session).
 
@@ -29,21 +29,26 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from policy.strictjson import JsonError, dump_bytes, loads
-from servers.http import wire
+from servers.http import bodies
 from servers.http.app import bearer_credential
-from servers.http.wire import error_response
+from servers.http.bodies import error_response
 from servers.mcp import bridge, fast
 from servers.mcp.handlers import Asked
 from servers.mcp.mounted import MOUNTED, Mounted
-from servers.runtime.errors import HttpError
+from servers.wire.errors import (
+    CLIENT_GONE,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    RPC_STATUS,
+    ErrorCode,
+    Refused,
+)
+from servers.wire.fields import ID_RULE, is_id
+from servers.wire.limits import MAX_ID_LENGTH
 
 LOG = logging.getLogger("seif.mcp")
 COORDINATES = ("consumer", "environment", "deployment")
 SCOPES = ("context.resolve", "tools.execute")
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
-CLIENT_GONE = 499
-"""The status of an answer nobody received (its client left first): never sent, only what the
-handler returns to aiohttp."""
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
@@ -51,16 +56,17 @@ async def handle(request: web.Request) -> web.StreamResponse:
         credential = bearer_credential(request, None)
         missing = [s for s in SCOPES if s not in credential.scopes]
         if missing:
-            raise HttpError(403, "FORBIDDEN", f"the credential lacks the `{missing[0]}` scope")
-    except HttpError as exc:
+            lacking = f"the credential lacks the `{missing[0]}` scope"
+            raise Refused(ErrorCode.FORBIDDEN, lacking)
+    except Refused as exc:
         response = error_response(exc)
-        if exc.status == 401:
+        if exc.error is ErrorCode.UNAUTHENTICATED:
             response.headers["WWW-Authenticate"] = 'Bearer realm="seif"'
         return response
     objective = request.match_info["objective"]
     mounted = request.app[MOUNTED]
     if objective not in mounted.managers:
-        raise HttpError(404, "OBJECTIVE_UNKNOWN", "no such objective")
+        raise Refused(ErrorCode.OBJECTIVE_NOT_MOUNTED)
     with mounted.streams.held(credential.id, request.method == "GET") as refused:
         if refused is not None:
             answer = _rpc_error(INVALID_REQUEST, refused.message, refused.status)
@@ -81,7 +87,7 @@ async def _handled(
     }
     body = b""
     if request.method == "POST":
-        body = await wire.read_bytes(request)
+        body = await bodies.read_bytes(request)
         parsed = one_message(body)
         if isinstance(parsed, web.Response):
             return parsed
@@ -145,7 +151,7 @@ async def _served(
     if answer is None:
         if gone:
             return web.Response(status=CLIENT_GONE)
-        raise HttpError(500, "INTERNAL", "the MCP transport gave no answer")
+        raise Refused(ErrorCode.INTERNAL, "the MCP transport gave no answer")
     return answer
 
 
@@ -184,12 +190,13 @@ def _coordinates(request: web.Request) -> dict[str, str]:
     out = {}
     for name in request.query:
         if name not in COORDINATES:
-            raise wire.bad_request(f"unknown query parameter `{name[:64]}`")
+            raise Refused(ErrorCode.BAD_REQUEST, f"unknown query parameter `{name[:64]}`")
         values = request.query.getall(name)
         if len(values) > 1:
-            raise wire.bad_request(f"query parameter `{name}` is given more than once")
-        if not wire.is_id(values[0]):
-            raise wire.bad_request(f"`{name}` must be {wire.ID_RULE}")
+            message = f"query parameter `{name}` is given more than once"
+            raise Refused(ErrorCode.BAD_REQUEST, message)
+        if not is_id(values[0]):
+            raise Refused(ErrorCode.BAD_REQUEST, f"`{name}` must be {ID_RULE}")
         out[name] = values[0]
     return out
 
@@ -220,8 +227,8 @@ def _envelope_problem(message: dict[str, Any]) -> str | None:
     answered_error = message.get("id", 0) is None and "error" in message
     if "id" in message and not (_plain_id(message["id"]) or answered_error):
         return "`id` must be a string or an integer"
-    if isinstance(message.get("id"), str) and len(message["id"]) > wire.MAX_ID_LENGTH:
-        return f"`id` must be at most {wire.MAX_ID_LENGTH} characters"
+    if isinstance(message.get("id"), str) and len(message["id"]) > MAX_ID_LENGTH:
+        return f"`id` must be at most {MAX_ID_LENGTH} characters"
     return None
 
 
@@ -229,6 +236,6 @@ def _plain_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _rpc_error(code: int, message: str, status: int = 400) -> web.Response:
+def _rpc_error(code: int, message: str, status: int = RPC_STATUS) -> web.Response:
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     return web.Response(body=dump_bytes(body), status=status, content_type="application/json")

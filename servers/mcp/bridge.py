@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
@@ -103,7 +104,7 @@ class _Answer:
 
     async def _prepared(self) -> web.StreamResponse:
         if self.response is None:
-            start = self._start or {"status": 500, "headers": []}
+            start = self._start or {"status": HTTPStatus.INTERNAL_SERVER_ERROR, "headers": []}
             response = web.StreamResponse(status=start["status"])
             for key, value in start.get("headers", []):
                 name = key.decode("latin-1").lower()

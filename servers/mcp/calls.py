@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from policy import reasons as R
 from servers.runtime.service import Runtime
+from servers.wire import reasons
+from servers.wire.answers import Receipt
+from servers.wire.requests import ExecuteRequest
 
 PROGRESS_EVERY_S = 5.0
-WAITED_FOR = frozenset({"APPROVAL_REQUIRED"})
+WAITED_FOR = frozenset({R.APPROVAL_REQUIRED})
 """The denial a call waits on: a first request (an MCP client sends no approval id)."""
 Progress = Callable[[float, float, str], Awaitable[None]]
 Alive = Callable[[], bool]
@@ -44,15 +48,15 @@ class CallRequest:
     arguments: Any
     credential: str
 
-    def execute_body(self, approval_id: str | None = None) -> Mapping[str, Any]:
+    def execute(self, approval_id: str | None = None) -> ExecuteRequest:
         """The request as ``POST /v1/context/tools/execute`` takes it."""
-        return {
-            "contextRef": self.context_ref,
-            "tool": self.tool,
-            "callId": self.call_id,
-            "arguments": self.arguments,
-            "approvalId": approval_id,
-        }
+        return ExecuteRequest(
+            context_ref=self.context_ref,
+            tool=self.tool,
+            call_id=self.call_id,
+            arguments=self.arguments,
+            approval_id=approval_id,
+        )
 
 
 async def call(
@@ -61,7 +65,7 @@ async def call(
     wait_s: float,
     progress: Progress,
     alive: Alive = always,
-) -> dict[str, Any]:
+) -> Receipt:
     """The receipt of one call, after the approval wait when the call needed one. A call of a
     tool that needs approval uses an approval granted meanwhile (for a request that waited
     before) at once; ``alive`` says whether the client still waits for the answer: a request
@@ -69,7 +73,7 @@ async def call(
     to nobody."""
     receipt = await _approved(runtime, request) if _needs_approval(runtime, request) else None
     if receipt is None:
-        receipt = await runtime.execute(request.execute_body(), request.credential)
+        receipt = await runtime.execute(request.execute(), request.credential)
     if receipt["status"] != "DENIED" or receipt.get("reason") not in WAITED_FOR:
         return receipt
     return await _waited(runtime, request, receipt, _Wait(wait_s, progress, alive))
@@ -80,12 +84,12 @@ def _needs_approval(runtime: Runtime, request: CallRequest) -> bool:
     return request.tool in wanted or runtime.ir.tool_id_by_name.get(request.tool) in wanted
 
 
-async def _approved(runtime: Runtime, request: CallRequest) -> dict[str, Any] | None:
+async def _approved(runtime: Runtime, request: CallRequest) -> Receipt | None:
     """The call executed with its unexpired approval, if it has one; else None."""
     state = await runtime.approval_status(request.context_ref, request.call_id, request.credential)
     if state["state"] != "APPROVED":
         return None
-    return await runtime.execute(request.execute_body(state["approvalId"]), request.credential)
+    return await runtime.execute(request.execute(state["approvalId"]), request.credential)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +99,7 @@ class _Wait:
     alive: Alive
 
 
-async def _waited(
-    runtime: Runtime, request: CallRequest, denied: dict[str, Any], wait: _Wait
-) -> dict[str, Any]:
+async def _waited(runtime: Runtime, request: CallRequest, denied: Receipt, wait: _Wait) -> Receipt:
     key = (request.context_ref, request.call_id)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait.seconds
@@ -119,23 +121,21 @@ async def _waited(
     return denied  # nobody waits for the answer any more: nothing more is done
 
 
-async def _decided(
-    runtime: Runtime, request: CallRequest, denied: dict[str, Any]
-) -> dict[str, Any] | None:
+async def _decided(runtime: Runtime, request: CallRequest, denied: Receipt) -> Receipt | None:
     """The receipt that ends the wait, if the operator (or another request) ended it."""
     key = (request.context_ref, request.call_id)
     state = await runtime.approval_status(*key, request.credential)
     if state["state"] == "APPROVED":
-        body = request.execute_body(state["approvalId"])
-        return await runtime.execute(body, request.credential)
+        approved = request.execute(state["approvalId"])
+        return await runtime.execute(approved, request.credential)
     if state["state"] in ("REJECTED", "EXPIRED"):
-        reason = "REJECTED" if state["state"] == "REJECTED" else "APPROVAL_EXPIRED"
+        reason = reasons.REJECTED if state["state"] == "REJECTED" else R.APPROVAL_EXPIRED
         return {**denied, "reason": reason}
     if state["state"] == "NONE":  # no longer held: it ran meanwhile, or was dropped
         ran = await runtime.receipt_of(*key, request.credential)
         if ran is not None:
             return ran
-        again = await runtime.execute(request.execute_body(), request.credential)
+        again = await runtime.execute(request.execute(), request.credential)
         held = runtime.pending.get(*key) is not None
         if again.get("reason") not in WAITED_FOR or not held:
             return again  # what the engine says now (a call limit used up, say)

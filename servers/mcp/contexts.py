@@ -16,16 +16,17 @@ dropped first (:mod:`servers.support.bounded`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 import mcp_types as mt
 
 from servers.mcp.results import tools_result
 from servers.runtime.service import Opened, Runtime
 from servers.support import bounded, memo
+from servers.wire.requests import ResolveRequest
 
 MAX_CONTEXTS = 10_000
 MAX_CONTEXTS_PER_CREDENTIAL = 1_000
@@ -51,7 +52,7 @@ class Wanted:
     objective and the coordinates) and the credential that owns it."""
 
     key: Hashable
-    request: Mapping[str, Any]
+    request: ResolveRequest
     credential: str
 
 
@@ -70,7 +71,7 @@ class Contexts:
         """The live context for ``wanted``, and how: ``LIVE`` (resolved before, or by another
         request it shared the resolution with), ``FIRST`` (resolved by this request) or
         ``RENEWED`` (resolved by this request, its key had a context before); an
-        ``HttpError`` when the resolution is refused (logged).
+        :class:`~servers.wire.errors.Refused` when the resolution is refused (logged).
         The resolution is a task of its own, which every request that needs it awaits: one
         that gives up (its client left) cancels nobody else's, nor the resolution."""
         runtime = self._runtime()

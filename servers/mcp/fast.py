@@ -42,10 +42,10 @@ from servers.mcp.handlers import (
     no_progress,
     nobody_to_tell,
 )
+from servers.wire.errors import INTERNAL_ERROR
 
 LOG = logging.getLogger("seif.mcp")
 METHODS = frozenset({"tools/list", "tools/call"})
-INTERNAL_ERROR = -32603
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 

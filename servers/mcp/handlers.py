@@ -17,14 +17,16 @@ from aiohttp import web
 from mcp.shared.exceptions import MCPError
 
 from policy.strictjson import dump_bytes
-from servers.http import wire
 from servers.http.app import RUNTIME
 from servers.mcp.calls import Alive, CallRequest, Progress, always, call
 from servers.mcp.contexts import Fresh, Live, Wanted
 from servers.mcp.mounted import MOUNTED
 from servers.mcp.results import CALL_ID_META, call_result, refusal
-from servers.runtime.errors import HttpError
 from servers.store.rows import StoreError
+from servers.wire import reasons
+from servers.wire.errors import INVALID_PARAMS, ErrorCode, Refused
+from servers.wire.fields import ID_RULE, is_id
+from servers.wire.requests import ResolveRequest
 
 COORDINATES = ("consumer", "environment", "deployment")
 Renewed = Callable[[], Awaitable[None]]
@@ -60,7 +62,13 @@ class Asked:
             key = ("session", self.credential, self.objective, self.session, *coords)
         else:
             key = ("credential", self.credential, self.objective, *coords)
-        return Wanted(key, {"objective": self.objective, **self.coordinates}, self.credential)
+        request = ResolveRequest(
+            objective=self.objective,
+            consumer=self.coordinates.get("consumer"),
+            environment=self.coordinates.get("environment"),
+            deployment=self.coordinates.get("deployment"),
+        )
+        return Wanted(key, request, self.credential)
 
     def call_id(self) -> CallId:
         """``_meta["io.seif/callId"]`` when given (-32602 when it is no id); else, in a
@@ -69,8 +77,8 @@ class Asked:
         meta = self.sent.get("_meta")
         given = meta.get(CALL_ID_META) if isinstance(meta, dict) else None
         if given is not None:
-            if not wire.is_id(given):
-                raise MCPError(mt.INVALID_PARAMS, f"`_meta.{CALL_ID_META}` must be {wire.ID_RULE}")
+            if not is_id(given):
+                raise MCPError(INVALID_PARAMS, f"`_meta.{CALL_ID_META}` must be {ID_RULE}")
             return CallId(given, named=True)
         if self.session is not None:
             seed = self.session.encode() + b"\0" + dump_bytes(self.request_id)
@@ -90,7 +98,7 @@ class CallId:
 async def list_tools(app: web.Application, asked: Asked, renewed: Renewed) -> mt.ListToolsResult:
     """The context's tools (resolving or renewing it as needed); each list a ``DISCLOSED``."""
     found = await _context(app, asked)
-    if isinstance(found, HttpError):
+    if isinstance(found, Refused):
         return mt.ListToolsResult(tools=[], _meta={"io.seif/blocked": found.extra.get("causes")})
     live, fresh = found
     if fresh == "LIVE":  # its context's list again: logged as disclosed again, so it replays
@@ -117,7 +125,8 @@ async def call_tool(
         return await _call_once(app, asked, name, call_id, progress, renewed)
     except StoreError as exc:
         LOG.error("store unavailable in an MCP call: %s", type(exc).__name__)
-        return refusal("UNKNOWN", "STORE_UNAVAILABLE", False, {CALL_ID_META: call_id.value})
+        unanswered = reasons.STORE_UNAVAILABLE
+        return refusal("UNKNOWN", unanswered, False, {CALL_ID_META: call_id.value})
 
 
 async def _call_once(
@@ -149,8 +158,8 @@ async def _call_here(
     renewed: Renewed,
 ) -> mt.CallToolResult:
     found = await _context(app, asked)
-    if isinstance(found, HttpError):
-        return refusal("DENIED", "RESOLUTION_BLOCKED", False, {CALL_ID_META: call_id})
+    if isinstance(found, Refused):
+        return refusal("DENIED", found.code, False, {CALL_ID_META: call_id})
     live, fresh = found
     await _told(asked, fresh, renewed)
     runtime = app[RUNTIME]
@@ -162,7 +171,7 @@ async def _call_here(
         arguments={} if arguments is None else arguments,
         credential=asked.credential,
     )
-    earlier = await runtime.made_before(request.execute_body(), asked.credential, asked.objective)
+    earlier = await runtime.made_before(request.execute(), asked.credential, asked.objective)
     if earlier is not None:
         return call_result(earlier)
     wait_s = app[MOUNTED].options.approval_wait_s
@@ -170,12 +179,12 @@ async def _call_here(
     return call_result(receipt)
 
 
-async def _context(app: web.Application, asked: Asked) -> tuple[Live, Fresh] | HttpError:
+async def _context(app: web.Application, asked: Asked) -> tuple[Live, Fresh] | Refused:
     """The request's live context, or the refusal of a blocked resolution (logged)."""
     try:
         return await app[MOUNTED].contexts.get(asked.wanted())
-    except HttpError as exc:
-        if exc.code != "RESOLUTION_BLOCKED":
+    except Refused as exc:
+        if exc.error is not ErrorCode.RESOLUTION_BLOCKED:
             raise
         return exc
 

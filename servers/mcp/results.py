@@ -18,43 +18,51 @@ from typing import Any
 
 import mcp_types as mt
 
+from policy import reasons as R
 from policy.disclosure import Disclosure
 from policy.ir import Tool
 from policy.jsonvalue import thaw
 from policy.strictjson import dumps
+from servers.wire import reasons
 
 CALL_ID_META = "io.seif/callId"
 CONTEXT_META = "io.seif/contextRef"
 
 ADVICE = {
-    "TOOL_NOT_DISCLOSED": "this tool is not available here; list the tools and use one listed",
-    "ARGUMENTS_INVALID": "the arguments do not match the tool's inputSchema; correct them",
-    "CONDITION_DENIED": "the policy does not allow this call with these arguments",
-    "CONDITION_NOT_MET": "the policy does not allow this call now",
-    "CONDITION_ERROR": "the policy could not evaluate this call; do not retry it unchanged",
-    "CALL_LIMIT_EXCEEDED": "this tool has been called as often as allowed in this context",
-    "CALL_CONFLICT": "this call id was used for other arguments; use a new call id",
-    "APPROVAL_REQUIRED": (
+    R.TOOL_NOT_DISCLOSED: "this tool is not available here; list the tools and use one listed",
+    R.ARGUMENTS_INVALID: "the arguments do not match the tool's inputSchema; correct them",
+    R.CONDITION_DENIED: "the policy does not allow this call with these arguments",
+    R.CONDITION_NOT_MET: "the policy does not allow this call now",
+    R.CONDITION_ERROR: "the policy could not evaluate this call; do not retry it unchanged",
+    R.CALL_LIMIT_EXCEEDED: "this tool has been called as often as allowed in this context",
+    R.CALL_CONFLICT: "this call id was used for other arguments; use a new call id",
+    R.APPROVAL_REQUIRED: (
         "a human has not approved this exact call yet; the call is held for approval: "
         "call again with the same io.seif/callId and arguments once it is approved"
     ),
-    "APPROVAL_INVALID": "the approval does not match these exact arguments",
-    "APPROVAL_EXPIRED": "the approval ran out unused; call again to ask for a new one",
-    "REJECTED": "a human rejected this call; do not make it again",
-    "CONTEXT_EXPIRED": "the context expired; list the tools again",
-    "CONTEXT_UNKNOWN": "the context is unknown; list the tools again",
-    "RESOLUTION_BLOCKED": "no tools can be disclosed for this objective now",
-    "TOOL_UNAVAILABLE": "the tool's executor is not available; nothing ran",
-    "TOOL_INCOMPATIBLE": "the tool's executor does not serve the declared contract; nothing ran",
-    "IN_FLIGHT": "the first request of this call id is still running; its outcome is unknown",
-    "EXECUTOR_ERROR": "the tool's executor refused or failed the call; see its error code",
-    "RESULT_INVALID": "the tool's answer did not match its declared result; nothing is returned",
-    "TIMEOUT": "the tool did not answer in time; it may or may not have run",
-    "INTERRUPTED": "the runtime stopped while the call ran; it may or may not have run",
-    "INVALID_RESPONSE": "the tool's answer could not be read; it may or may not have run",
-    "BINDING_MISMATCH": "the tool's executor serves another contract; nothing ran",
-    "REPLICA_LOST": "the runtime replica running the call died; it may or may not have run",
-    "STORE_UNAVAILABLE": (
+    R.APPROVAL_INVALID: "the approval does not match these exact arguments",
+    R.APPROVAL_EXPIRED: "the approval ran out unused; call again to ask for a new one",
+    reasons.REJECTED: "a human rejected this call; do not make it again",
+    R.CONTEXT_EXPIRED: "the context expired; list the tools again",
+    R.CONTEXT_UNKNOWN: "the context is unknown; list the tools again",
+    R.RESOLUTION_BLOCKED: "no tools can be disclosed for this objective now",
+    reasons.TOOL_UNAVAILABLE: "the tool's executor is not available; nothing ran",
+    reasons.TOOL_INCOMPATIBLE: (
+        "the tool's executor does not serve the declared contract; nothing ran"
+    ),
+    reasons.IN_FLIGHT: (
+        "the first request of this call id is still running; its outcome is unknown"
+    ),
+    reasons.EXECUTOR_ERROR: "the tool's executor refused or failed the call; see its error code",
+    reasons.RESULT_INVALID: (
+        "the tool's answer did not match its declared result; nothing is returned"
+    ),
+    reasons.TIMEOUT: "the tool did not answer in time; it may or may not have run",
+    reasons.INTERRUPTED: "the runtime stopped while the call ran; it may or may not have run",
+    reasons.INVALID_RESPONSE: "the tool's answer could not be read; it may or may not have run",
+    reasons.BINDING_MISMATCH: "the tool's executor serves another contract; nothing ran",
+    reasons.REPLICA_LOST: ("the runtime replica running the call died; it may or may not have run"),
+    reasons.STORE_UNAVAILABLE: (
         "the runtime's store did not answer; retry with the same call id, which runs it once"
     ),
 }

@@ -28,7 +28,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-OVER_CREDENTIAL, OVER_ALL = 429, 503
+from servers.wire.errors import RPC_OVER_ALL, RPC_OVER_CREDENTIAL
+
+OVER_CREDENTIAL, OVER_ALL = RPC_OVER_CREDENTIAL, RPC_OVER_ALL
 """The status of a request refused for its credential's budget, and for MCP's share."""
 
 

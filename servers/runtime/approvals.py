@@ -13,16 +13,19 @@ import contextlib
 import json
 import secrets
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from policy.canonical import EncodingError
 from policy.decision import Decision
 from policy.state import Call
 from servers.runtime import events
-from servers.runtime.errors import HttpError
 from servers.runtime.pending import PendingCalls, waiting
 from servers.runtime.values import Pending
 from servers.store.dispatch import ApprovalRow, ContextRow
+from servers.wire.answers import Approval, ApprovalStatus, PendingCall, Rejection
+from servers.wire.errors import ErrorCode, Refused
+from servers.wire.requests import DecisionRequest
 
 if TYPE_CHECKING:
     from policy.ir import Project
@@ -63,32 +66,32 @@ class Approvals:
             self, event: str, ref: str | None, coords: Mapping[str, Any], **kw: Any
         ) -> Admitted: ...
 
-    def _by_id(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    def _by_id(self, request: DecisionRequest) -> DecisionRequest:
         """The request with its ``tool`` as the tool id: an approver may name the tool by the
         function name the model saw, as an application may when it executes."""
-        tool = request["tool"]
+        tool = request.tool
         if tool in self.ir.tool_by_id:
             return request
-        return {**request, "tool": self.ir.tool_id_by_name.get(tool, tool)}
+        return replace(request, tool=self.ir.tool_id_by_name.get(tool, tool))
 
-    async def approve(self, request: Mapping[str, Any], approver: str) -> dict[str, Any]:
+    async def approve(self, request: DecisionRequest, approver: str) -> Approval:
         request = self._by_id(request)
         async with self._one_decision(request):  # one approve or reject at a time
             row, fp, now = self._decidable(request)
-            tool, call_id = request["tool"], request["callId"]
+            tool, call_id = request.tool, request.call_id
             if await self._was_rejected(row.context_ref, call_id):
-                raise HttpError(409, "CALL_REJECTED", "the call was rejected: it is not approvable")
+                message = "the call was rejected: it is not approvable"
+                raise Refused(ErrorCode.CALL_REJECTED, message)
             if self._decided(row, call_id, now, fp):
-                raise HttpError(
-                    409, "CALL_DECIDED", "these exact arguments are approved, or the call has run"
-                )
+                message = "these exact arguments are approved, or the call has run"
+                raise Refused(ErrorCode.CALL_DECIDED, message)
             return await self._approve(row, tool, call_id, fp, now, approver)
 
     @contextlib.asynccontextmanager
-    async def _one_decision(self, request: Mapping[str, Any]) -> AsyncIterator[None]:
+    async def _one_decision(self, request: DecisionRequest) -> AsyncIterator[None]:
         """One approve or reject at a time in this process (neither overtakes), and of one
         call at a time across every replica of a shared store."""
-        name = json.dumps(["decide", request["contextRef"], request["callId"]])
+        name = json.dumps(["decide", request.context_ref, request.call_id])
         async with self.exclusive(name), self._deciding:  # the call's lock first: a wait for
             yield  # another replica's decision of it holds up no other call's
 
@@ -106,26 +109,26 @@ class Approvals:
             for a in self.store.approvals(row.context_ref)
         )
 
-    def _decidable(self, request: Mapping[str, Any]) -> tuple[ContextRow, str, int]:
+    def _decidable(self, request: DecisionRequest) -> tuple[ContextRow, str, int]:
         """The live context of an approve or reject, the arguments' fingerprint, and now."""
-        row = self.context_row(request["contextRef"])
+        row = self.context_row(request.context_ref)
         now = self.clock()
         if row is None:
-            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+            raise Refused(ErrorCode.CONTEXT_UNKNOWN)
         if now >= row.expires_at:
-            raise HttpError(409, "CONTEXT_EXPIRED", "the context has expired")
+            raise Refused(ErrorCode.CONTEXT_EXPIRED)
         state = self.state_of(row)
-        if request["tool"] not in state.disclosure.tool_ids:
-            raise HttpError(409, "TOOL_NOT_DISCLOSED", "the tool was not disclosed in this context")
+        if request.tool not in state.disclosure.tool_ids:
+            raise Refused(ErrorCode.TOOL_NOT_DISCLOSED)
         try:
-            fp = state.fingerprint(request["arguments"])
+            fp = state.fingerprint(request.arguments)
         except EncodingError:
-            raise HttpError(400, "ARGUMENTS_INVALID", "the arguments are not JSON") from None
+            raise Refused(ErrorCode.ARGUMENTS_INVALID) from None
         return row, fp, now
 
     async def _approve(
         self, row: ContextRow, tool: str, call_id: str, fp: str, now: int, approver: str
-    ) -> dict[str, Any]:
+    ) -> Approval:
         state = self.state_of(row)
         approval_id = "apr_" + secrets.token_urlsafe(18)
         approval = state.record_approval(
@@ -158,7 +161,7 @@ class Approvals:
         self.pending.keep_swept(self.clock)
         return {"approvalId": approval_id, "expiresAt": events.iso(approval.expires_at)}
 
-    async def reject(self, request: Mapping[str, Any], approver: str) -> dict[str, Any]:
+    async def reject(self, request: DecisionRequest, approver: str) -> Rejection:
         """Record that an approver refused the call (``callId`` in its context, whatever its
         arguments): it is no longer held nor approvable. The reason is never kept. 409
         ``CALL_REJECTED`` when it was rejected already, ``CALL_DECIDED`` when it has an
@@ -166,12 +169,12 @@ class Approvals:
         request = self._by_id(request)
         async with self._one_decision(request):
             row, fp, now = self._decidable(request)
-            tool, call_id = request["tool"], request["callId"]
+            tool, call_id = request.tool, request.call_id
             key = (row.context_ref, call_id)
             if await self._was_rejected(row.context_ref, call_id):
-                raise HttpError(409, "CALL_REJECTED", "the call was rejected already")
+                raise Refused(ErrorCode.CALL_REJECTED)
             if self._decided(row, call_id, now):
-                raise HttpError(409, "CALL_DECIDED", "the call was approved or has run already")
+                raise Refused(ErrorCode.CALL_DECIDED)
             self.pending.rejected(key)  # remembered first: from now on it is not approvable
             await self._log(
                 "REJECTED",
@@ -200,14 +203,14 @@ class Approvals:
 
     async def approval_status(
         self, context_ref: str, call_id: str, credential: str
-    ) -> dict[str, Any]:
+    ) -> ApprovalStatus:
         """``GET /v1/context/tools/approvals/{contextRef}/{callId}``: ``REJECTED`` after a
         reject; ``APPROVED`` while an unexpired approval of the call exists and the call has
         not run; ``PENDING`` while it is held; ``EXPIRED`` when it (held, or approved) ran out
         unused; ``NONE`` otherwise. 404 ``CONTEXT_UNKNOWN`` for a context another credential
         resolved."""
         if self.owned_row(context_ref, credential) is None:
-            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+            raise Refused(ErrorCode.CONTEXT_UNKNOWN)
         now = self.clock()
         await self._sweep(now)
         key = (context_ref, call_id)
@@ -274,7 +277,7 @@ class Approvals:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def pending_calls(self) -> list[dict[str, Any]]:
+    def pending_calls(self) -> list[PendingCall]:
         """The calls still approvable now (expired ones are dropped first), oldest first. A
         dispatched call is no longer held: the dispatch forgets it in the same step in which
         the intents view learns of it, so no later denial can hold it again."""

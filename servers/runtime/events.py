@@ -13,7 +13,7 @@ from typing import Any
 import cbor2
 
 from policy import recorded
-from policy.decision import Decision
+from policy.decision import DENY, Decision
 from policy.disclosure import Disclosure, Omission
 from policy.explain import Explanation
 from servers.log.encoding import Fragment, fragment
@@ -21,6 +21,16 @@ from servers.runtime import redact
 from servers.runtime.pending import PendingCalls, arguments_of
 from servers.runtime.values import Pending
 from servers.support.memo import remembered
+from servers.wire.answers import (
+    Coordinates,
+    PendingCall,
+    Receipt,
+    ReceiptStatus,
+    Resolved,
+)
+from servers.wire.answers import (
+    Omission as OmissionBody,
+)
 
 _ISO_SECOND: list[tuple[int, str]] = [(-1, "")]
 
@@ -36,8 +46,9 @@ def iso(ms: int) -> str:
     return prefix + f"{ms % 1000:03d}Z"
 
 
-def _omission(o: Omission) -> dict[str, Any]:
-    return {"id": o.id, "kind": o.kind, "reason": o.reason, "explanation": o.explanation.to_json()}
+def _omission(o: Omission) -> OmissionBody:
+    explanation: Any = o.explanation.to_json()
+    return {"id": o.id, "kind": o.kind, "reason": o.reason, "explanation": explanation}
 
 
 def disclosure_summary(d: Disclosure) -> dict[str, Any]:
@@ -45,37 +56,41 @@ def disclosure_summary(d: Disclosure) -> dict[str, Any]:
     return recorded.disclosure_summary(d)
 
 
-def resolve_payload(
-    d: Disclosure, *, context_ref: str, build: str, expires_at: int
-) -> dict[str, Any]:
+def resolve_payload(d: Disclosure, *, context_ref: str, build: str, expires_at: int) -> Resolved:
+    contracts: Any = d.contracts()  # each a Contract, the disclosure's own JSON
+    tokens: Any = d.tokens.to_json()
+    tools: Any = [dict(t.model_schema) for t in d.tools]
     return {
         "contextRef": context_ref,
         "build": build,
         "objective": d.objective,
         "expiresAt": iso(expires_at),
         "messages": [{"id": m.id, "role": m.role, "text": m.text} for m in d.messages],
-        "tools": [dict(t.model_schema) for t in d.tools],
-        "contracts": d.contracts(),
+        "tools": tools,
+        "contracts": contracts,
         "omitted": [_omission(o) for o in d.omitted],
-        "tokens": d.tokens.to_json(),
+        "tokens": tokens,
     }
 
 
-def blocked_payload(d: Disclosure) -> dict[str, Any]:
-    return {
-        "error": {
-            "code": d.reason or "RESOLUTION_BLOCKED",
-            "message": "the resolution is blocked; see causes",
-        },
-        "causes": [_omission(o) for o in d.causes],
-        "omitted": [_omission(o) for o in d.omitted],
-    }
+def blocked_causes(d: Disclosure) -> tuple[list[OmissionBody], list[OmissionBody]]:
+    """The ``causes`` and ``omitted`` a ``RESOLUTION_BLOCKED`` answer adds to its error
+    (``answers.Blocked``)."""
+    return [_omission(o) for o in d.causes], [_omission(o) for o in d.omitted]
+
+
+_FINAL: dict[str, ReceiptStatus] = {"SUCCEEDED": "SUCCEEDED", "FAILED": "FAILED"}
+
+
+def receipt_status(intent_status: str) -> ReceiptStatus:
+    """A stored intent's status as a receipt says it: one still running is ``UNKNOWN``."""
+    return _FINAL.get(intent_status, "UNKNOWN")
 
 
 def receipt(
     call_id: str,
     tool: str,
-    status: str,
+    status: ReceiptStatus,
     *,
     reason: str | None = None,
     duplicate: bool = False,
@@ -83,8 +98,8 @@ def receipt(
     output_available: bool = False,
     decision: Decision | None = None,
     executor_error: str | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
+) -> Receipt:
+    body: Receipt = {
         "callId": call_id,
         "tool": tool,
         "status": status,
@@ -96,8 +111,8 @@ def receipt(
         body["output"] = output
     if executor_error is not None:
         body["executorError"] = executor_error  # the executor's own error code, no message
-    if decision is not None and decision.outcome == "DENY":
-        body["decision"] = decision.to_json()
+    if decision is not None and decision.outcome == DENY:
+        body["decision"] = decision.to_json()  # type: ignore[typeddict-item]  # its own JSON
     return body
 
 
@@ -171,11 +186,7 @@ def _shared_fragment(shared: tuple[str, ...]) -> Fragment:
     return fragment("coordinates", dict(zip(_COORDINATES[:-1], shared, strict=True)))
 
 
-COORDINATES = ("objective", "consumer", "environment", "deployment")
-"""The coordinates an approver is shown of a pending call's context."""
-
-
-def pending_call(item: Pending, coords: Mapping[str, Any]) -> dict[str, Any]:
+def pending_call(item: Pending, coords: Mapping[str, Any]) -> PendingCall:
     """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it: its
     arguments decoded from the held bytes, and ``expiresAt``, when it stops being approvable
     (and leaves the list), besides its context's expiry (a ``JsonError`` for held bytes that
@@ -189,13 +200,23 @@ def pending_call(item: Pending, coords: Mapping[str, Any]) -> dict[str, Any]:
         "requestedAt": iso(item.requested_at),
         "expiresAt": iso(item.expires_at),
         "contextExpiresAt": iso(item.context_expires_at),
-        "coordinates": {k: str(coords.get(k) or "") for k in COORDINATES},
+        "coordinates": _shown(coords),
+    }
+
+
+def _shown(coords: Mapping[str, Any]) -> Coordinates:
+    """The coordinates an approver is shown of a pending call's context."""
+    return {
+        "objective": str(coords.get("objective") or ""),
+        "consumer": str(coords.get("consumer") or ""),
+        "environment": str(coords.get("environment") or ""),
+        "deployment": str(coords.get("deployment") or ""),
     }
 
 
 def pending_list(
     held: PendingCalls, now: int, coordinates: Callable[[str], Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[PendingCall]:
     """The ``pending`` of ``GET /v1/context/tools/pending``: the calls approvable at ``now``,
     oldest first. A call whose held bytes do not decode (never made so: they are this
     process's own strict JSON) is dropped, not listed: fail closed, never a 500."""

@@ -18,6 +18,8 @@ from policy.state import Call
 from servers.executor.interface import Dispatch, idempotency_key
 from servers.runtime import events
 from servers.store.rows import ContextRow, IntentUnknown, StoreError
+from servers.wire import reasons
+from servers.wire.answers import Receipt
 
 if TYPE_CHECKING:
     from compiler.build import Build
@@ -50,7 +52,7 @@ class Outcomes:
             self, event: str, ref: str | None, coords: Mapping[str, Any], **kw: Any
         ) -> Admitted: ...
 
-    async def _run(self, row: ContextRow, call: Call, fp: str) -> dict[str, Any]:
+    async def _run(self, row: ContextRow, call: Call, fp: str) -> Receipt:
         tool: Tool = self.ir.tool_by_id[call.tool]
         executor = self.executors.get(tool.id)
         probe = await self.observe(tool.id) if executor is not None else {"state": "UNAVAILABLE"}
@@ -59,7 +61,8 @@ class Outcomes:
             tool.version,
             tool.contract_digest,
         ) or executor is None:
-            reason = "TOOL_UNAVAILABLE" if probe.get("state") != "READY" else "TOOL_INCOMPATIBLE"
+            ready = probe.get("state") == "READY"
+            reason = reasons.TOOL_INCOMPATIBLE if ready else reasons.TOOL_UNAVAILABLE
             return await self._complete(row, call, fp, "FAILED", reason, None, probe)
         outcome = await executor.dispatch(
             Dispatch(
@@ -96,7 +99,7 @@ class Outcomes:
         probe: Mapping[str, Any],
         *,
         executor_error: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Receipt:
         event = "UNKNOWN" if status == "UNKNOWN" else "RESULT"
         result = self._prepared(
             event,
@@ -117,14 +120,15 @@ class Outcomes:
                 self._intents.completed(row.context_ref, call.call_id, status, reason, now)
         except StoreError:  # it ran, and its outcome is not stored yet: UNKNOWN to the caller
             self._record_later(row, call, (status, reason, now), result)
-            return events.receipt(call.call_id, call.tool, "UNKNOWN", reason="STORE_UNAVAILABLE")
+            unanswered = reasons.STORE_UNAVAILABLE
+            return events.receipt(call.call_id, call.tool, "UNKNOWN", reason=unanswered)
         if self.metrics is not None:
             self.metrics.dispatched(call.tool, status)
         ok = status == "SUCCEEDED"
         return events.receipt(
             call.call_id,
             call.tool,
-            status,
+            events.receipt_status(status),
             reason=reason,
             output=output,
             output_available=ok,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compiler.build import Build
+from policy import reasons as R
 from policy.canonical import canonical_cbor, decode_canonical_cbor
 from policy.decision import ALLOW, DUPLICATE, Decision, decide
 from policy.disclosure import Disclosure, disclose, disclosure_context
@@ -27,7 +28,7 @@ from servers.executor.observing import Observer
 from servers.log.decision_log import Admitted, admit
 from servers.runtime import events, redact
 from servers.runtime.approvals import Approvals
-from servers.runtime.errors import HttpError
+from servers.runtime.events import receipt_status
 from servers.runtime.metrics import Metrics
 from servers.runtime.outcomes import Outcomes
 from servers.runtime.peers import PeerWaits
@@ -40,6 +41,10 @@ from servers.runtime.values import Exclusive, IntentsView, Seen, alone
 from servers.store.interface import DispatchStore, RecordLog
 from servers.store.rows import ApprovalRow, ContextRow, IntentRow, StoreError, StoreUnanswered
 from servers.support import memo
+from servers.wire import reasons
+from servers.wire.answers import Receipt, ReceiptStatus, ToolState
+from servers.wire.errors import ErrorCode, Refused
+from servers.wire.requests import ExecuteRequest, ReportRequest, ResolveRequest
 
 Clock = Callable[[], int]
 LOG = logging.getLogger("seif.runtime")
@@ -59,7 +64,7 @@ class Opened:
     """Its resolution's job for a shadow build, if one is loaded."""
 
 
-APPROVAL_DENIALS = frozenset({"APPROVAL_REQUIRED", "APPROVAL_INVALID", "APPROVAL_EXPIRED"})
+APPROVAL_DENIALS = frozenset({R.APPROVAL_REQUIRED, R.APPROVAL_INVALID, R.APPROVAL_EXPIRED})
 
 
 @dataclass
@@ -112,10 +117,10 @@ class Runtime(Approvals, Outcomes, Shadowing):
         """The tool's availability now; concurrent refreshes of one tool share one request."""
         return await self._observer.observe(tool_id)
 
-    async def readiness(self) -> dict[str, str]:
+    async def readiness(self) -> dict[str, ToolState]:
         """Each bound tool's state: ``READY`` when its executor describes exactly the declared
         contract, ``INCOMPATIBLE`` when it describes another, ``UNAVAILABLE`` otherwise."""
-        states = {}
+        states: dict[str, ToolState] = {}
         for tool in self.ir.tools:
             if self.executors.get(tool.id) is not None:
                 seen = await self.observe(tool.id)
@@ -159,9 +164,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
 
     # ------------------------------------------------------------------ resolve
 
-    async def resolve(
-        self, request: Mapping[str, Any], turn_id: str | None, credential: str
-    ) -> bytes:
+    async def resolve(self, request: ResolveRequest, turn_id: str | None, credential: str) -> bytes:
         """The answer's JSON body; its input-determined parts are computed once (pure).
         ``credential`` (the resolving credential's id) owns the context: it is stored with
         it and named in its ``DISCLOSED`` record, and to any other credential the context
@@ -172,23 +175,24 @@ class Runtime(Approvals, Outcomes, Shadowing):
         )
 
     async def open_context(
-        self, request: Mapping[str, Any], turn_id: str | None, credential: str
+        self, request: ResolveRequest, turn_id: str | None, credential: str
     ) -> Opened:
-        """Resolve a new context (saved, then its ``DISCLOSED`` record logged): 400
-        ``OBJECTIVE_UNKNOWN``, 409 ``RESOLUTION_BLOCKED`` (logged too) or the context."""
-        objective = request["objective"]
-        coords = {k: request.get(k) or "" for k in ("consumer", "environment", "deployment")}
-        coords["trace"] = request.get("traceId") or ""
+        """Resolve a new context (saved, then its ``DISCLOSED`` record logged): refused
+        ``OBJECTIVE_UNKNOWN``, ``RESOLUTION_BLOCKED`` (logged too), or the context."""
+        objective = request.objective
+        coords = {
+            "consumer": request.consumer or "",
+            "environment": request.environment or "",
+            "deployment": request.deployment or "",
+            "trace": request.trace_id or "",
+        }
         observations = await self._observer.observe_all(self.ir.candidate_tools.get(objective, ()))
         now = self.clock()
         found = self._resolved.get(self.ir, objective, observations, coords)
         disclosure = found.disclosure
-        if disclosure.reason == "OBJECTIVE_UNKNOWN":
-            raise HttpError(
-                400,
-                "OBJECTIVE_UNKNOWN",
-                f"objective `{objective[:64]}` is not declared by this build",
-            )
+        if disclosure.reason == R.OBJECTIVE_UNKNOWN:
+            message = f"objective `{objective[:64]}` is not declared by this build"
+            raise Refused(ErrorCode.OBJECTIVE_UNKNOWN, message)
         coords["objective"] = objective
         context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
         job = self._shadow_resolution(context_ref, coords, now, observations, found.summary)
@@ -204,12 +208,8 @@ class Runtime(Approvals, Outcomes, Shadowing):
         if context_ref is None:
             await self.log.append_admitted(disclosed)
             self._shadow_put(job, mark)
-            raise HttpError(
-                409,
-                "RESOLUTION_BLOCKED",
-                "the resolution is blocked; see causes",
-                **{k: v for k, v in events.blocked_payload(disclosure).items() if k != "error"},
-            )
+            causes, omitted = events.blocked_causes(disclosure)
+            raise Refused(ErrorCode.RESOLUTION_BLOCKED, causes=causes, omitted=omitted)
         encoded = found.observations.cbor if found.observations else canonical_cbor(observations)
         row = self._context_row(context_ref, coords, encoded, now, turn_id, credential)
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
@@ -302,15 +302,15 @@ class Runtime(Approvals, Outcomes, Shadowing):
 
     # ------------------------------------------------------------------ execute
 
-    async def execute(self, request: Mapping[str, Any], credential: str) -> dict[str, Any]:
+    async def execute(self, request: ExecuteRequest, credential: str) -> Receipt:
         """The receipt of one call; a context ``credential`` did not resolve is unknown."""
         call = Call(
-            tool=request["tool"],
-            call_id=request["callId"],
-            arguments=request["arguments"],
-            approval_id=request.get("approvalId"),
+            tool=request.tool,
+            call_id=request.call_id,
+            arguments=request.arguments,
+            approval_id=request.approval_id,
         )
-        row = self.owned_row(request["contextRef"], credential)
+        row = self.owned_row(request.context_ref, credential)
         if row is None:
             decision, job = self._decide(None, None, call, self.clock())
             return await self._denied(None, call, decision, {}, job)
@@ -349,7 +349,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
         decision: Decision,
         coords: Mapping[str, Any],
         job: CallJob | None,
-    ) -> dict[str, Any]:
+    ) -> Receipt:
         if row is not None and decision.reason in APPROVAL_DENIALS:
             self._hold(row, call, decision)
         fields, mark = self._decision_fields(decision), self._shadow_mark(job)
@@ -359,7 +359,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
             call.call_id, call.tool, "DENIED", reason=decision.reason, decision=decision
         )
 
-    async def _duplicate(self, row: ContextRow, call: Call) -> dict[str, Any]:
+    async def _duplicate(self, row: ContextRow, call: Call) -> Receipt:
         event = self._inflight.get((row.context_ref, call.call_id))
         tool = self.ir.tool_by_id[call.tool]
         try:
@@ -370,14 +370,12 @@ class Runtime(Approvals, Outcomes, Shadowing):
                     await self.peers.final(row.context_ref, call.call_id)  # event's owner lost)
         except TimeoutError:
             return events.receipt(
-                call.call_id, call.tool, "UNKNOWN", duplicate=True, reason="IN_FLIGHT"
+                call.call_id, call.tool, "UNKNOWN", duplicate=True, reason=reasons.IN_FLIGHT
             )
         status, reason = self._intent_status(row.context_ref, call.call_id)
         return events.receipt(call.call_id, call.tool, status, reason=reason, duplicate=True)
 
-    async def receipt_of(
-        self, context_ref: str, call_id: str, credential: str
-    ) -> dict[str, Any] | None:
+    async def receipt_of(self, context_ref: str, call_id: str, credential: str) -> Receipt | None:
         """The duplicate receipt of a call made before in a context ``credential`` resolved
         (once the first request's outcome is known, if it is still running); None when no
         such call was made there."""
@@ -388,17 +386,17 @@ class Runtime(Approvals, Outcomes, Shadowing):
         return await self._duplicate(row, Call(tool=intent.tool, call_id=call_id, arguments={}))
 
     async def made_before(
-        self, request: Mapping[str, Any], credential: str, objective: str
-    ) -> dict[str, Any] | None:
+        self, request: ExecuteRequest, credential: str, objective: str
+    ) -> Receipt | None:
         """The receipt of a call id ``credential`` made before for ``objective`` in another
         context of this build (an MCP client's call id names one call across its sessions):
         the duplicate receipt when the tool and arguments are the same, else ``DENIED``
         ``CALL_CONFLICT`` (logged); None when it made no such call elsewhere. The engine
         decides, on that context as it was while it lived."""
-        call = Call(tool=request["tool"], call_id=request["callId"], arguments=request["arguments"])
+        call = Call(tool=request.tool, call_id=request.call_id, arguments=request.arguments)
         for intent in self.store.intents_with_call(call.call_id):
             row = self.owned_row(intent.context_ref, credential)
-            if intent.context_ref == request["contextRef"] or row is None:
+            if intent.context_ref == request.context_ref or row is None:
                 continue
             if row.objective != objective:
                 continue
@@ -406,20 +404,19 @@ class Runtime(Approvals, Outcomes, Shadowing):
             decision, job = self._decide(row, self.state_of(row), call, then)
             if decision.outcome == DUPLICATE:
                 return await self._duplicate(row, replace(call, tool=decision.tool))
-            if decision.reason == "CALL_CONFLICT":
+            if decision.reason == R.CALL_CONFLICT:
                 return await self._denied(row, call, decision, row.coordinates, job)
         return None
 
-    def _intent_status(self, context_ref: str, call_id: str) -> tuple[str, str | None]:
+    def _intent_status(self, context_ref: str, call_id: str) -> tuple[ReceiptStatus, str | None]:
         for intent in self.store.intents(context_ref):
             if intent.call_id == call_id:
-                status = "UNKNOWN" if intent.status == "PENDING" else intent.status
-                return status, intent.reason
+                return receipt_status(intent.status), intent.reason
         return "UNKNOWN", None
 
     async def _dispatch(
         self, row: ContextRow, call: Call, decision: Decision, seen: Seen, job: CallJob | None
-    ) -> dict[str, Any]:
+    ) -> Receipt:
         """Commit the intent durably (the store arbitrates: it decides again on the intents
         committed by then, unless they are the ``seen`` ones), then talk to the executor."""
         fp = decision.fingerprint or ""
@@ -457,7 +454,8 @@ class Runtime(Approvals, Outcomes, Shadowing):
             if not isinstance(exc, StoreUnanswered):
                 raise
             LOG.error("a claim went unanswered by the store: the call is UNKNOWN")
-            return events.receipt(call.call_id, call.tool, "UNKNOWN", reason="STORE_UNAVAILABLE")
+            unanswered = reasons.STORE_UNAVAILABLE
+            return events.receipt(call.call_id, call.tool, "UNKNOWN", reason=unanswered)
         if inserted:
             self._shadow_put(job, mark)  # its INTENT record is logged
         if inserted and existing is not None:
@@ -491,7 +489,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
         except StoreError as exc:
             LOG.warning("held calls not forgotten after a dispatch: %s", type(exc).__name__)
 
-    async def execute_again(self, row: ContextRow, call: Call) -> dict[str, Any]:
+    async def execute_again(self, row: ContextRow, call: Call) -> Receipt:
         """Lost the race to another request for this call: decide again on the stored state."""
         decision, job = self._decide(row, self.state_of(row), call, self.clock())
         if decision.outcome == DUPLICATE:
@@ -510,7 +508,7 @@ class Runtime(Approvals, Outcomes, Shadowing):
                 callId=intent.call_id,
                 fingerprint=intent.fingerprint,
                 status="UNKNOWN",
-                reason=intent.reason or "INTERRUPTED",
+                reason=intent.reason or reasons.INTERRUPTED,
             )
 
     async def drain(self) -> None:
@@ -532,12 +530,12 @@ class Runtime(Approvals, Outcomes, Shadowing):
             fields["tool"] = redact.shortened(decision.tool)
         return fields
 
-    async def report(self, request: Mapping[str, Any], credential: str) -> None:
-        row = self.owned_row(request["contextRef"], credential)
+    async def report(self, request: ReportRequest, credential: str) -> None:
+        row = self.owned_row(request.context_ref, credential)
         if row is None:
-            raise HttpError(404, "CONTEXT_UNKNOWN", "no such context")
+            raise Refused(ErrorCode.CONTEXT_UNKNOWN)
         disclosed = {t.name for t in self.disclosure_of(row).tools}
-        names = list(request["tools"])
+        names = list(request.tools)
         await self._log(  # names shortened and counted: redact.names_field
             "REPORTED",
             row.context_ref,

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Any
 
-from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
 from servers.store.interface import TurnStore
 from servers.store.rows import TurnRow
+from servers.wire.answers import Turn, TurnCompleted
+from servers.wire.errors import ErrorCode, Refused
+from servers.wire.requests import TurnOutcome
 
 TURN_TTL_MS = 15 * 60 * 1000
 MAX_TURNS_PER_CREDENTIAL = 1_000
@@ -28,7 +29,7 @@ class Turns:
         self.required = required
         """``--require-turn``: resolve and execute need a live turn."""
 
-    def start(self, credential: str) -> dict[str, Any]:
+    def start(self, credential: str) -> Turn:
         """A new turn of ``credential``: ``{"turnId", "expiresAt"}``."""
         turn_id = "turn_" + secrets.token_urlsafe(18)
         now = self._clock()
@@ -36,25 +37,25 @@ class Turns:
         self.store.start(row, per_credential=MAX_TURNS_PER_CREDENTIAL, now_ms=now)
         return {"turnId": turn_id, "expiresAt": iso(row.expires_at)}
 
-    def complete(self, credential: str, turn_id: str, outcome: str) -> dict[str, Any]:
-        """Record the turn's outcome, once: 404 ``TURN_UNKNOWN`` for a turn of another
-        credential or none, 409 ``TURN_COMPLETED`` when it was completed already."""
+    def complete(self, credential: str, turn_id: str, outcome: TurnOutcome) -> TurnCompleted:
+        """Record the turn's outcome, once: refused ``TURN_UNKNOWN`` for a turn of another
+        credential or none, ``TURN_COMPLETED`` when it was completed already."""
         turn = self.store.get(turn_id)
         if turn is None or turn.credential_id != credential:
-            raise HttpError(404, "TURN_UNKNOWN", "no such turn")
+            raise Refused(ErrorCode.TURN_UNKNOWN)
         done = turn.outcome is None and self.store.complete(turn_id, outcome)
         if done is None:
-            raise HttpError(404, "TURN_UNKNOWN", "no such turn")
+            raise Refused(ErrorCode.TURN_UNKNOWN)
         if not done:
-            raise HttpError(409, "TURN_COMPLETED", "the turn was completed already")
+            raise Refused(ErrorCode.TURN_COMPLETED)
         return {"turnId": turn_id, "outcome": outcome}
 
     def live(self, credential: str, turn_id: str | None) -> str | None:
         """``turn_id`` when it names a live turn of ``credential``; None when none is given
-        and none is required; else 403 ``TURN_REQUIRED``."""
+        and none is required; else refused ``TURN_REQUIRED``."""
         if turn_id is None:
             if self.required:
-                raise HttpError(403, "TURN_REQUIRED", "start a turn and pass its `turnId`")
+                raise Refused(ErrorCode.TURN_REQUIRED)
             return None
         turn = self.store.get(turn_id)
         if (
@@ -63,5 +64,6 @@ class Turns:
             or turn.outcome is not None
             or self._clock() >= turn.expires_at
         ):
-            raise HttpError(403, "TURN_REQUIRED", "`turnId` is not a live turn of this credential")
+            message = "`turnId` is not a live turn of this credential"
+            raise Refused(ErrorCode.TURN_REQUIRED, message)
         return turn_id

@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar
 from servers.log.chain import LogHead
 from servers.log.encoding import Admitted
 from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow, Reconciled, TurnRow
+from servers.wire.answers import StoreState
 
 T = TypeVar("T")
 
@@ -165,7 +166,7 @@ class Backend(Protocol):
         (waiting ``wait_s`` at most, then a ``StoreError``); nothing to hold for one runtime."""
         ...
 
-    def state(self) -> str | None:
+    def state(self) -> StoreState | None:
         """What the store says of this process's share of it for ``GET /v1/ready``:
         ``READY``, ``LEASE_LOST`` (a replica whose lease lapsed claims nothing: restart it), or
         None when there is nothing to say (one runtime: the data directory is its own)."""

@@ -15,6 +15,7 @@ from servers.store.interface import Clock, TurnStore
 from servers.store.memory import MemoryTurns
 from servers.store.opening import OpenedData, open_data
 from servers.store.rows import Reconciled
+from servers.wire.answers import StoreState
 
 
 @dataclass(eq=False)
@@ -48,7 +49,7 @@ class LocalBackend:
         del name, wait_s  # no other process writes the store: nothing to hold
         yield
 
-    def state(self) -> str | None:
+    def state(self) -> StoreState | None:
         return None
 
     async def upkeep(self, clock: Clock) -> None:

@@ -48,9 +48,10 @@ from servers.log.decision_log import TRACE_READERS, Admitted, DecisionLogError, 
 from servers.log.encoding import encoded
 from servers.store import pg_schema as schema
 from servers.store.rows import INTERRUPTED, PENDING, UNKNOWN, ContextRow, IntentRow, StoreError
+from servers.wire import reasons
 
 T = TypeVar("T")
-REPLICA_LOST = "REPLICA_LOST"
+REPLICA_LOST = reasons.REPLICA_LOST
 """The reason of an intent left ``PENDING`` by a replica whose lease lapsed."""
 _SEQ_ZERO = b"\x63seq\x00"
 """The key ``seq`` and the value 0, in canonical CBOR."""

@@ -26,6 +26,7 @@ from servers.store.pg_turns import StoredTurns
 from servers.store.postgres import PgDecisionLog, PgStore
 from servers.store.rows import Reconciled, StoreError
 from servers.store.sealing import Sealer
+from servers.wire.answers import StoreState
 
 LOG = logging.getLogger("seif.runtime")
 LEASE_MS = 15_000
@@ -64,7 +65,7 @@ class ReplicaBackend:
         await self.store.aclose()
         self.log.close()
 
-    def state(self) -> str | None:
+    def state(self) -> StoreState:
         """``READY``, or ``LEASE_LOST`` once the lease lapsed (this replica claims no more:
         restart it; a new process takes a new lease)."""
         return "LEASE_LOST" if self.store.lease_lost else "READY"

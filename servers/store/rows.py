@@ -16,13 +16,14 @@ from typing import Any, NamedTuple
 
 from policy.jsonvalue import EMPTY_MAP, freeze
 from policy.strictjson import loads
+from servers.wire import reasons
 
 PENDING, SUCCEEDED, FAILED, UNKNOWN = "PENDING", "SUCCEEDED", "FAILED", "UNKNOWN"
 FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, UNKNOWN})
 TURN_OUTCOMES = frozenset({"COMPLETED", "FAILED"})
-INTERRUPTED = "INTERRUPTED"
+INTERRUPTED = reasons.INTERRUPTED
 """The reason of an intent that was still ``PENDING`` when the store was opened."""
-RECONCILED = "RECONCILED"
+RECONCILED = reasons.RECONCILED
 """The reason of an intent the decision log recorded and the store had lost (a lost WAL tail,
 a store restored from an older backup), put back as ``UNKNOWN`` at start."""
 
