@@ -5,7 +5,7 @@ one-clause, a two-clause and a five-clause condition on its rule (each false: th
 allowed, every clause evaluated where CEL must), and ``disclose`` of the learner objective
 without and with a rule ``when``; all in one run, their batches interleaved. Then each
 expression evaluated alone by three evaluators on the same activation: seif's compiled closures
-(``policy.celfast``, what the engine runs), cel-python's interpreted runner (with
+(``policy.cel.program``, what the engine runs), cel-python's interpreted runner (with
 ``json_to_cel`` of the activation, as the engine ran it before) and cel-expr-python (Google's
 C++ runtime, ``eval(data=...)``).
 
@@ -26,7 +26,8 @@ import celpy.adapter
 from bench.harness import Stats, measure_all
 from compiler import compile_project
 from policy import Call, ContextState, decide, disclose
-from policy.celfast import MAX_ITERATIONS, compile_program
+from policy.cel.closures import MAX_ITERATIONS
+from policy.cel.program import compile_program
 from policy.ir import Project
 
 REPO = Path(__file__).resolve().parent.parent
@@ -142,7 +143,7 @@ accepted expression can cost."""
 
 
 def worst_case() -> Callable[[], Any]:
-    from policy.cel import compile_expression, evaluate
+    from policy.cel.expression import compile_expression, evaluate
 
     expression = compile_expression(WORST, "call")
     side = int(MAX_ITERATIONS**0.5) - 1  # side + side**2 steps: just inside the budget

@@ -32,7 +32,7 @@ from typing import Any
 from bench.harness import Stats, measure_all, quantile
 from bench.replay import REFERENCE, generate
 from compiler import compile_project
-from compiler.build import make_build
+from compiler.builds.build import make_build
 from seif.tracefile import export, open_log
 from servers.log import chain
 from servers.log.decision_log import DecisionLog, admit

@@ -39,7 +39,7 @@ from bench.harness import Stats, measure_all, ratio
 from compiler import compile_project
 from policy import Call, ContextState, decide, disclose
 from policy.ir import Project
-from policy.jsonvalue import thaw
+from policy.json.value import thaw
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from policy.strictjson import loads
+from policy.json.strict import loads
 
 K = TypeVar("K", bound=Hashable)
 REPO = Path(__file__).resolve().parent.parent

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import measure_all
-from compiler.build import make_build
-from compiler.project import compile_seif, compile_text
-from compiler.seif_print import to_seif
+from compiler.builds.build import make_build
+from compiler.driver import compile_seif, compile_text
+from compiler.seif.printer import to_seif
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"

@@ -9,9 +9,9 @@ three consumers, a trace id of its own per record (seeded, reproducible).
 Measured:
 
 - ``replay from file``: what ``seif replay`` does per record, reading included (``open_log``,
-  CBOR decoding and envelope checks, then ``policy.replay.replay``), over the first N, 2N and
-  4N records (N = ``N_MAX / 4``): records per second and linearity (time at 2N and 4N over
-  time at N);
+  CBOR decoding and envelope checks, then ``policy.offline.replay.replay``), over the first N, 2N
+  and 4N records (N = ``N_MAX / 4``): records per second and linearity (time at 2N and 4N over time
+  at N);
 - ``replay decoded``: ``replay`` alone over records already in memory, with its cache and
   without it (``cache_size=0``: the engine runs for every record);
 - ``what-if``: against a candidate that withholds search-knowledge from learners;
@@ -37,12 +37,12 @@ from typing import Any
 
 from bench.harness import Stats, measure, quantile
 from compiler import compile_project
-from compiler.build import make_build
-from compiler.project import compile_document
+from compiler.builds.build import make_build
+from compiler.driver import compile_document
 from policy import disclose
 from policy.codec import to_declaration
 from policy.ir import Project
-from policy.replay import replay, what_if
+from policy.offline.replay import replay, what_if
 from seif.tracefile import open_log
 from servers.log.decision_log import DecisionLog
 from servers.runtime import events

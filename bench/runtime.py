@@ -82,7 +82,7 @@ from bench.harness import (
     started,
 )
 from bench.harness import closed_loop as run_closed_loop
-from policy.strictjson import loads
+from policy.json.strict import loads
 
 REFERENCE = REPO / "reference/agent-tools/context-project.json"
 EXECUTOR = REPO / "examples/reference-tools/executor.py"
@@ -140,7 +140,7 @@ def bare_main(argv: list[str]) -> int:
     """``python -m bench.runtime bare [--host H] [--port P]``: the bare JSON handler."""
     from aiohttp import web
 
-    from seif.serve import run_loop
+    from seif.serve.runtime import run_loop
 
     parser = argparse.ArgumentParser(prog="python -m bench.runtime bare")
     parser.add_argument("--host", default="127.0.0.1")
@@ -972,7 +972,7 @@ SUMMARY_LOOP = (
     ("loop: POST execute handler", "servers/http/app.py", "execute"),
     ("loop: Runtime.execute", "servers/runtime/service.py", "execute"),
     ("loop:   context_row + state_of (store reads)", "servers/runtime/service.py", "state_of"),
-    ("loop:   engine decide (all calls)", "policy/decision.py", "decide"),
+    ("loop:   engine decide (all calls)", "policy/engine/decision.py", "decide"),
     ("loop:   Runtime._dispatch", "servers/runtime/service.py", "_dispatch"),
     ("loop:   Runtime._run (probe, dispatch, complete)", "servers/runtime/service.py", "_run"),
     ("loop:   Runtime._complete", "servers/runtime/service.py", "_complete"),
@@ -982,10 +982,10 @@ SUMMARY_LOOP = (
     ("loop: ExecutorClient.execute", "servers/executor/client.py", "execute"),
     ("loop: ExecutorClient.describe", "servers/executor/client.py", "describe"),
     ("loop: Runtime.resolve", "servers/runtime/service.py", "resolve"),
-    ("loop:   disclose", "policy/disclosure.py", "disclose"),
+    ("loop:   disclose", "policy/engine/disclosure.py", "disclose"),
     ("loop:   Observer.observe_all (describe)", "servers/executor/observing.py", "observe_all"),
     ("loop: json_response (encode)", "servers/http/bodies.py", "json_response"),
-    ("loop: canonical_cbor", "policy/canonical.py", "canonical_cbor"),
+    ("loop: canonical_cbor", "policy/json/canonical.py", "canonical_cbor"),
     ("loop: record_fields_allowed", "servers/log/encoding.py", "record_fields_allowed"),
     ("loop: epoll (idle or waiting on sockets)", "~", "<method 'poll' of 'select.epoll' objects>"),
 )

@@ -55,8 +55,8 @@ every resolution of the load differs (the learner profile excludes search-knowle
 
 def write_candidate(work: Path, kind: str) -> Path:
     """The candidate build of ``kind`` (:data:`KINDS`)."""
-    from compiler.build import write_build
-    from compiler.project import compile_document
+    from compiler.builds.build import write_build
+    from compiler.driver import compile_document
 
     candidate = copy.deepcopy(json.loads(REFERENCE.read_text()))
     candidate["description"] = f"{candidate.get('description', '')} (a candidate)"

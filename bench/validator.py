@@ -23,8 +23,8 @@ import fastjsonschema
 import jsonschema  # type: ignore[import-untyped]  # no stubs; the peer under measure
 
 from bench.harness import Stats, measure_all, ratio
-from policy.schema import compile_validator
-from policy.strictjson import loads
+from policy.json.strict import loads
+from policy.schema.validator import compile_validator
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference/agent-tools/context-project.json"

@@ -5,9 +5,9 @@ Public API::
     from compiler import compile_project, load_build, CompileError
 """
 
-from compiler.build import Build, load_build, write_build
+from compiler.builds.build import Build, load_build, write_build
 from compiler.diagnostics import CompileError, Diagnostic
-from compiler.project import CompileResult, compile_file, compile_project, compile_text
+from compiler.driver import CompileResult, compile_file, compile_project, compile_text
 
 __all__ = [
     "compile_project",

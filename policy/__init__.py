@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policy import digest as _digest
-from policy.decision import ALLOW, DENY, DUPLICATE, Decision, decide
-from policy.disclosure import Disclosure, Omission, Tokens, disclose
+from policy.engine.decision import ALLOW, DENY, DUPLICATE, Decision, decide
+from policy.engine.disclosure import Disclosure, Omission, Tokens, disclose
+from policy.engine.identity import argument_identity
+from policy.engine.state import Approval, Call, ContextState, fingerprint, millis
+from policy.engine.testing import TestReport, run_tests
 from policy.explain import Explanation
-from policy.identity import argument_identity
 from policy.ir import Project, Tool
-from policy.replay import ReplayReport, WhatIfReport, replay, what_if
-from policy.state import Approval, Call, ContextState, fingerprint, millis
-from policy.testing import TestReport, run_tests
+from policy.json import digest as _digest
+from policy.offline.replay import ReplayReport, WhatIfReport, replay, what_if
 
 
 def contract_digest(contract: Tool | Mapping[str, Any]) -> str:

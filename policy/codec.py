@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policy.canonical import canonical_cbor
 from policy.constraints import Constraint
-from policy.jsonvalue import FrozenMap, JsonValue, thaw
+from policy.json.canonical import canonical_cbor
+from policy.json.value import FrozenMap, JsonValue, thaw
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ directory's checks and every command make these and print them through :func:`re
 - ``{"code", "pointer", "line", "column", "message"}`` with the keys the location has.
 
 A location in a JSON file cites its pointer; its line and column (the pointer resolved against
-the text, :mod:`policy.jsonpos`) ride along for editors and ``--json``. A location in text
+the text, :mod:`policy.json.positions`) ride along for editors and ``--json``. A location in text
 written by hand (a `.seif` file, JSON that does not parse) cites its line and column. Pure: no
 I/O.
 """

@@ -1,5 +1,8 @@
 """Explanations: which declaration decided, and where it stands in the source.
 
+The value lives here, below the IR that carries the ones it precomputes; the helpers that find
+the deciding declaration in a compiled project are ``policy.engine.explanations``.
+
 Pointers are structural (``/profiles/1/toolRules/0``): they are the same for a project compiled
 from JSON and for one loaded from a build, whatever the key order or whitespace of the source.
 """
@@ -7,10 +10,7 @@ from JSON and for one loaded from a build, whatever the key order or whitespace 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from policy.ir import Project
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,52 +33,3 @@ class Explanation:
         if self.detail:
             out["detail"] = self.detail
         return out
-
-
-def profile_pointer(ir: Project, profile_id: str) -> str:
-    return f"/profiles/{ir.profile_position[profile_id]}"
-
-
-def rule_explanation(ir: Project, profile_id: str, tool_id: str, detail: str = "") -> Explanation:
-    """The profile's rule for ``tool_id``, or the profile's rule list when it has none."""
-    if not detail:
-        found: Explanation | None = ir.rule_explanations.get(profile_id, {}).get(tool_id)
-        if found is not None:
-            return found
-    profile = ir.profile_by_id[profile_id]
-    base = profile_pointer(ir, profile_id)
-    index = profile.rule_index.get(tool_id)
-    if index is None:
-        return Explanation(
-            pointer=f"{base}/toolRules",
-            profile=profile_id,
-            tool=tool_id,
-            detail=detail or "no rule of this profile includes the tool",
-        )
-    return Explanation(
-        pointer=f"{base}/toolRules/{index}",
-        profile=profile_id,
-        rule=index,
-        tool=tool_id,
-        detail=detail,
-    )
-
-
-def condition_explanation(
-    ir: Project, profile_id: str, tool_id: str, condition: int, detail: str = ""
-) -> Explanation:
-    rule = rule_explanation(ir, profile_id, tool_id)
-    return Explanation(
-        pointer=f"{rule.pointer}/conditions/{condition}",
-        profile=profile_id,
-        rule=rule.rule,
-        condition=condition,
-        tool=tool_id,
-        detail=detail,
-    )
-
-
-def tool_explanation(ir: Project, tool_id: str, suffix: str = "", detail: str = "") -> Explanation:
-    return Explanation(
-        pointer=f"/tools/{ir.tool_position[tool_id]}{suffix}", tool=tool_id, detail=detail
-    )

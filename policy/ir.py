@@ -1,7 +1,7 @@
 """The policy IR: immutable values compiled from a project declaration.
 
 Every class is a frozen, slotted dataclass; collections are tuples and JSON documents are frozen
-(:mod:`policy.jsonvalue`). Field metadata names the declaration key of each field and the rule it
+(:mod:`policy.json.value`). Field metadata names the declaration key of each field and the rule it
 follows (:mod:`policy.constraints`), so the IR's encoding *is* the normalized declaration: the
 compiler can re-check a decoded build with the same passes as a source file. Fields marked
 ``DERIVED`` (contract digests, compiled validators and CEL programs, token estimates) are
@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.canonical import canonical_json_bytes
-from policy.cel import CompiledExpression, compile_expression
+from policy.cel.expression import CompiledExpression, compile_expression
 from policy.constraints import (
     DERIVED,
     ID,
@@ -30,10 +29,11 @@ from policy.constraints import (
     Range,
     key,
 )
-from policy.digest import contract_digest
 from policy.explain import Explanation
-from policy.jsonvalue import EMPTY_MAP, FrozenMap, JsonValue
-from policy.schema import Validator, compile_validator
+from policy.json.canonical import canonical_json_bytes
+from policy.json.digest import contract_digest
+from policy.json.value import EMPTY_MAP, FrozenMap, JsonValue
+from policy.schema.validator import Validator, compile_validator
 
 PROJECT_FORMAT = "seif.context-project.v1"
 ROLES = ("system", "developer", "user", "assistant")

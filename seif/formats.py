@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policy.strictjson import JsonError, loads
+from policy.json.strict import JsonError, loads
 
 __all__ = [
     "to_openai_chat_tools",

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from compiler.build import atomic_file
-from policy.canonical import EncodingError, canonical_cbor
-from policy.strictjson import JsonError, dump_bytes, loads
+from compiler.builds.build import atomic_file
+from policy.json.canonical import EncodingError, canonical_cbor
+from policy.json.strict import JsonError, dump_bytes, loads
 from servers.log.chain import (
     EMPTY,
     Chain,

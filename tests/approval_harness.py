@@ -33,7 +33,7 @@ from runtime_harness import (
     wall_clock,
 )
 
-from policy.strictjson import loads
+from policy.json.strict import loads
 from servers.approval.app import ApprovalConfig, create_app
 from servers.config.approvers import load_approvers
 from servers.config.files import Credentials

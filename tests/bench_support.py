@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policy.strictjson import loads
+from policy.json.strict import loads
 
 REPO = Path(__file__).resolve().parent.parent
 

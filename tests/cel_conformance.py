@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import Any
 
 try:  # the fast evaluator's value types, so that both evaluators and the expectations agree
-    from policy.celfast import CelType, Uint
-except ImportError:  # policy.celfast is missing or broken: stand-ins of the same shape
+    from policy.cel.values import CelType, Uint
+except ImportError:  # policy.cel.program is missing or broken: stand-ins of the same shape
 
-    class Uint(int):  # type: ignore[no-redef]  # stand-in for policy.celfast.Uint
+    class Uint(int):  # type: ignore[no-redef]  # stand-in for policy.cel.values.Uint
         """A CEL ``uint``: an int that is not an ``int`` to CEL."""
 
         __slots__ = ()
 
     @dataclass(frozen=True, slots=True)
-    class CelType:  # type: ignore[no-redef]  # stand-in for policy.celfast.CelType
+    class CelType:  # type: ignore[no-redef]  # stand-in for policy.cel.values.CelType
         """A CEL type as a value, by name (``int``, ``list``, ``null_type``...)."""
 
         name: str
@@ -987,8 +987,8 @@ def _from_celpy(value: Any) -> Any:
 
 
 def fast_evaluator(expr: str, bindings: Mapping[str, Any]) -> Outcome:
-    """seif's own evaluator, ``policy.celfast``."""
-    from policy import celfast
+    """seif's own evaluator, ``policy.cel.program``."""
+    from policy.cel import program as celfast
 
     try:
         program = celfast.compile_program(expr)

@@ -1,10 +1,10 @@
 """A deliberately naive reference model of disclosure and call decisions, read off `engine.md`.
 
 It works on the plain declaration dict (defaults are filled in here, from the spec's table), uses
-plain loops, jsonschema for argument validity and :mod:`policy.canonical` for argument identity,
-and nothing of ``policy.disclosure`` or ``policy.decision``. CEL is not re-implemented: the
-strategies draw expressions from the two tables below, each with its meaning written in Python
-(``None`` = the evaluation fails).
+plain loops, jsonschema for argument validity and :mod:`policy.json.canonical` for argument
+identity, and nothing of ``policy.engine.disclosure`` or ``policy.engine.decision``. CEL is not
+re-implemented: the strategies draw expressions from the two tables below, each with its meaning
+written in Python (``None`` = the evaluation fails).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from policy.canonical import canonical_cbor, integral
+from policy.json.canonical import canonical_cbor, integral
 
 CONTEXT_TTL = 15 * 60 * 1000
 APPROVAL_TTL = 5 * 60 * 1000

@@ -11,9 +11,9 @@ import pytest
 from conftest import REFERENCE
 
 from compiler import compile_project, write_build
-from compiler.build import Build
+from compiler.builds.build import Build
 from policy.ir import Project
-from policy.strictjson import loads
+from policy.json.strict import loads
 from seif.cli import main
 
 Doc = dict[str, Any]

@@ -17,11 +17,11 @@ import aiohttp
 from aiohttp import web
 from runtime_harness import serving
 
-from compiler.build import Build, make_build, write_build
-from compiler.project import compile_document
+from compiler.builds.build import Build, make_build, write_build
+from compiler.driver import compile_document
 from policy import disclose
 from policy.ir import Project
-from policy.strictjson import loads
+from policy.json.strict import loads
 from servers.runtime import events
 
 ROOT = Path(__file__).resolve().parent.parent

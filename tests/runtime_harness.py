@@ -38,9 +38,9 @@ import aiohttp
 from aiohttp import web
 
 from compiler import compile_project
-from compiler.build import write_build
+from compiler.builds.build import write_build
 from policy.ir import Project, Tool
-from policy.strictjson import loads
+from policy.json.strict import loads
 from servers.executor import client as executor_client
 from servers.executor import interface as executor_interface
 from servers.http.app import RUNTIME, create_app
@@ -661,7 +661,7 @@ class PlainBinding:
 ON_ASYNCIO = (
     "import sys; sys.modules['uvloop'] = None; from seif.cli import main; raise SystemExit(main())"
 )
-"""`seif` with uvloop hidden: ``seif.serve.run_loop`` then runs asyncio's own event loop."""
+"""`seif` with uvloop hidden: ``seif.serve.runtime.run_loop`` then runs asyncio's own event loop."""
 
 
 def start_serve_on(

@@ -1,6 +1,6 @@
 """The schema error oracle: what ``Validator.errors`` must report, walked over the parsed schema.
 
-The generated collector (``policy.schema_codegen``) is checked against this walk
+The generated collector (``policy.schema.codegen``) is checked against this walk
 (tests/test_schema_errors_codegen.py). It lives in tests: nothing in the product calls it.
 """
 
@@ -8,19 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from policy.jsonvalue import json_equal
-from policy.schema import (
-    _BOUNDS,
-    _COUNTED,
-    _TYPE_TESTS,
-    SchemaError,
-    _any_equal,
-    _describe,
-    _free_errors,
-    _join,
-    _Node,
-    _show,
-)
+from policy.json.pointer import join as _join
+from policy.json.value import json_equal
+from policy.schema.parsed import BOUNDS as _BOUNDS
+from policy.schema.parsed import COUNTED as _COUNTED
+from policy.schema.parsed import TYPE_TESTS as _TYPE_TESTS
+from policy.schema.parsed import Node as _Node
+from policy.schema.parsed import SchemaError
+from policy.schema.parsed import any_equal as _any_equal
+from policy.schema.validator import _describe, _free_errors, _show
 
 
 def reference_errors(node: _Node, value: object) -> tuple[SchemaError, ...]:

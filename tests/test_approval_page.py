@@ -21,7 +21,7 @@ from browser_support import launched_browser
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 from runtime_harness import PROPOSAL, ROOT, FakeClock
 
-from policy.state import APPROVAL_TTL_MS
+from policy.engine.state import APPROVAL_TTL_MS
 
 SCREENSHOT = ROOT / "out" / "screenshots" / "approvers-page.png"
 REASON = "checked against lesson 3, wording only 9d4e1b"  # must never reach the runtime's disk

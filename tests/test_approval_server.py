@@ -32,8 +32,8 @@ from runtime_harness import (
     serving,
 )
 
-from policy.state import APPROVAL_TTL_MS
-from policy.strictjson import loads
+from policy.engine.state import APPROVAL_TTL_MS
+from policy.json.strict import loads
 from servers.approval.app import ApprovalConfig, create_app
 from servers.http.pages import CSP
 

@@ -28,10 +28,10 @@ import pytest
 from conftest import ROOT
 from release_support import build_dir, reference_doc, run
 
-from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build
-from policy.strictjson import loads
-from seif.bindings import bindings_template, contracts_document, secret_env
-from seif.bundle import CONTENTS
+from compiler.authoring.bindings import bindings_template, contracts_document, secret_env
+from compiler.builds.build import BUILD_FILE, MANIFEST_FILE, Build, load_build
+from policy.json.strict import loads
+from seif.bundle.assemble import CONTENTS
 from servers.config.files import load_bindings
 
 Cap = pytest.CaptureFixture[str]

@@ -1,4 +1,4 @@
-"""The compiled CEL evaluator (``policy.celfast``) against cel-python, the reference: unit cases
+"""The compiled CEL evaluator (``policy.cel.program``) against cel-python, the reference: unit cases
 of the semantics that matter to conditions, and a differential property test on generated
 expressions of the accepted grammar and generated arguments. Where cel-python departs from the
 CEL specification (heterogeneous numeric equality, NaN), the specification is the oracle, case
@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.celfast import CelCompileError, CelEvalError, compile_program
+from policy.cel.program import CelCompileError, compile_program
+from policy.cel.values import CelEvalError
 
 _CELPY = celpy.Environment()
 
@@ -258,7 +259,7 @@ def test_mixed_numbers_follow_the_spec(a: int, b: float) -> None:
 
 
 def test_the_condition_checker_refuses_what_could_only_fail() -> None:
-    from policy.cel import MAX_DEPTH, check_expression
+    from policy.cel.expression import MAX_DEPTH, check_expression
 
     def codes(text: str, stage: str = "call") -> list[str]:
         return [p.code for p in check_expression(text, stage)]
@@ -275,8 +276,8 @@ def test_the_condition_checker_refuses_what_could_only_fail() -> None:
 
 
 def test_an_evaluation_past_its_step_budget_fails_closed() -> None:
-    from policy.cel import compile_expression, evaluate
-    from policy.celfast import MAX_ITERATIONS
+    from policy.cel.closures import MAX_ITERATIONS
+    from policy.cel.expression import compile_expression, evaluate
 
     nested = compile_expression("args.a.all(x, args.a.all(y, x != y || x == y))", "call")
     side = int(MAX_ITERATIONS**0.5) // 2

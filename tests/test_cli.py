@@ -11,7 +11,7 @@ import pytest
 from conftest import REFERENCE
 
 from compiler import load_build
-from policy.strictjson import loads
+from policy.json.strict import loads
 from seif.cli import main
 
 
@@ -237,7 +237,7 @@ def test_the_command_line_starts_without_the_server_framework() -> None:
     proof's steps), which only the servers, the SDK and `seif prove` need."""
     probe = (
         "import sys; from seif.cli import build_parser; build_parser(); "
-        "print(sorted(m for m in ('aiohttp', 'seif.proof_steps', 'compiler.authoring.release') "
+        "print(sorted(m for m in ('aiohttp', 'seif.proof.steps', 'compiler.authoring.release') "
         "if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

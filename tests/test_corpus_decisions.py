@@ -20,8 +20,8 @@ import pytest
 
 from compiler import compile_project
 from policy import ALLOW, Call, ContextState, Decision, Disclosure, Project, decide, disclose
+from policy.json.strict import JsonError, loads
 from policy.reasons import REASON_CODES
-from policy.strictjson import JsonError, loads
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "decisions"

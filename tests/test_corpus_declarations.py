@@ -27,12 +27,12 @@ import cbor2
 import pytest
 
 from compiler.codes import CODES
-from compiler.pointer import split
-from compiler.project import CompileResult, compile_document, compile_text
+from compiler.driver import CompileResult, compile_document, compile_text
 from policy.codec import field_table, to_declaration
 from policy.ir import PROJECT_FORMAT, Project
-from policy.jsonvalue import json_equal
-from policy.strictjson import JsonError, loads
+from policy.json.pointer import split
+from policy.json.strict import JsonError, loads
+from policy.json.value import json_equal
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "declarations"
 KINDS = ("invalid", "valid")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from policy.strictjson import loads
+from policy.json.strict import loads
 from servers.store.datadir import (
     KEY_BYTES,
     OWNER_LOCK,

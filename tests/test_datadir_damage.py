@@ -32,7 +32,7 @@ from runtime_harness import (
     write_config,
 )
 
-from policy.canonical import canonical_cbor
+from policy.json.canonical import canonical_cbor
 from servers.log.decision_log import cbor_items, read_records
 from servers.store.datadir import DataDir, DataDirError
 from servers.store.opening import open_data

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy.canonical import canonical_cbor
+from policy.json.canonical import canonical_cbor
 from servers.log import encoding
 from servers.log.decision_log import (
     EVENTS,

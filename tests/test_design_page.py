@@ -20,7 +20,7 @@ from runtime_harness import ROOT
 
 from compiler.authoring.protect import protect_tool
 from compiler.authoring.tools import include_tool, new_tool
-from policy.strictjson import dumps, loads
+from policy.json.strict import dumps, loads
 from servers.http.pages import CSP
 
 SCREENSHOT = ROOT / "out" / "screenshots" / "design-tools.png"

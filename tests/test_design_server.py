@@ -24,7 +24,7 @@ from compiler.authoring.checkcall import check_call
 from compiler.authoring.protect import protect_tool
 from compiler.authoring.source import load_source
 from compiler.authoring.tools import include_tool, new_tool
-from policy.strictjson import loads
+from policy.json.strict import loads
 from servers.design.app import design_app, serving
 from servers.http.pages import CSP
 
@@ -346,7 +346,7 @@ def test_validate_a_call_is_the_engine_decision_and_dispatches_nothing(
 
 
 def _json(value: Any) -> str:
-    from policy.strictjson import dumps
+    from policy.json.strict import dumps
 
     return dumps(value)
 

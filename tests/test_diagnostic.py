@@ -15,7 +15,7 @@ from conftest import REFERENCE
 from runtime_harness import ENV, bindings_document, seif_command, write_config
 
 from compiler import CompileError, load_build, write_build
-from compiler.project import compile_project, compile_seif
+from compiler.driver import compile_project, compile_seif
 from policy.diagnostic import (
     Diagnostic,
     DiagnosticError,
@@ -401,7 +401,7 @@ def test_tool_and_starter_render_at_the_file_they_were_given(
 def test_the_demo_renders_at_the_reference_project(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from seif import demo
+    from seif.demo import walkthrough as demo
 
     refused = CompileError([diagnostic(pointer="/tools"), diagnostic(pointer="")])
 

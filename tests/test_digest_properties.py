@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compiler import compile_project, compile_text
-from compiler.build import build_bytes, make_build
-from policy.canonical import canonical_cbor, canonical_json, decode_canonical_cbor
+from compiler.builds.build import build_bytes, make_build
 from policy.codec import to_declaration
-from policy.digest import contract_digest
-from policy.jsonvalue import freeze, json_equal
-from policy.strictjson import loads
+from policy.json.canonical import canonical_cbor, canonical_json, decode_canonical_cbor
+from policy.json.digest import contract_digest
+from policy.json.strict import loads
+from policy.json.value import freeze, json_equal
 
 REF_DOC = loads(REFERENCE.read_text())
 

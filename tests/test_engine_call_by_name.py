@@ -11,7 +11,7 @@ from typing import Any
 
 from compiler import compile_project
 from policy import ALLOW, DENY, DUPLICATE, Call, ContextState, Project, decide, disclose
-from policy.decision import SHOWN
+from policy.engine.decision import SHOWN
 
 PROJECT = "reference/agent-tools/context-project.json"
 T0 = 1_790_000_000_000

@@ -18,8 +18,8 @@ from strategies import COORDINATES, all_ready, argument_pools, observations, pro
 
 from compiler import compile_project
 from policy import ALLOW, DENY, Call, ContextState, Decision, Project, decide, disclose
-from policy.jsonvalue import EMPTY_MAP
-from policy.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS, fingerprint
+from policy.engine.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS, fingerprint
+from policy.json.value import EMPTY_MAP
 
 SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 SOME = settings(max_examples=120, deadline=None, suppress_health_check=SLOW)

@@ -14,8 +14,8 @@ import pytest
 
 from compiler import compile_project
 from policy import ALLOW, DENY, DUPLICATE, Call, ContextState, Decision, Project, decide, disclose
-from policy.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS, fingerprint
-from policy.testing import run_tests
+from policy.engine.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS, fingerprint
+from policy.engine.testing import run_tests
 
 T0 = 1_700_000_000_000
 

@@ -20,8 +20,8 @@ from aiohttp import web
 from runtime_harness import COORDS, PlainBinding, execute_request, serving
 
 from compiler import compile_project
-from policy.disclosure import availability
-from policy.strictjson import loads
+from policy.engine.disclosure import availability
+from policy.json.strict import loads
 from servers.executor.client import (
     CONTRACT,
     ExecutorClient,

@@ -15,15 +15,22 @@ from typing import Any
 import cbor2
 import pytest
 
-from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build, make_build, write_build
+from compiler.builds.build import (
+    BUILD_FILE,
+    MANIFEST_FILE,
+    Build,
+    load_build,
+    make_build,
+    write_build,
+)
 from compiler.codes import CODES
 from compiler.diagnostics import CompileError
-from compiler.project import compile_file
-from policy.canonical import canonical_cbor
-from policy.digest import build_digest
+from compiler.driver import compile_file
 from policy.ir import Project
-from policy.jsonvalue import thaw
-from policy.strictjson import loads
+from policy.json.canonical import canonical_cbor
+from policy.json.digest import build_digest
+from policy.json.strict import loads
+from policy.json.value import thaw
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN_FILE = REPO / "corpus" / "builds" / "golden.json"

@@ -53,7 +53,7 @@ from runtime_harness import (
 )
 
 from seif.cli import build_parser
-from seif.serve import run_loop
+from seif.serve.runtime import run_loop
 from servers.http.serving import Limits
 from servers.wire import openapi
 from servers.wire.limits import MAX_BODY_BYTES
@@ -313,7 +313,7 @@ def test_the_connection_limit_fits_the_file_descriptor_limit() -> None:
     if hard == resource.RLIM_INFINITY:
         pytest.skip("no hard file-descriptor limit to fit")
     code = (
-        "import resource; from seif.serve import _descriptors_for;"
+        "import resource; from seif.serve.runtime import _descriptors_for;"
         f"print(_descriptors_for(10), _descriptors_for({hard}),"
         " resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )

@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_digest_properties import shuffled
 
-from policy import identity
-from policy.canonical import EncodingError, integral
-from policy.identity import argument_identity
-from policy.jsonvalue import freeze
+from policy.engine import identity
+from policy.engine.identity import argument_identity
+from policy.json.canonical import EncodingError, integral
+from policy.json.value import freeze
 
 keys = st.text(max_size=6) | st.text(min_size=20, max_size=30) | st.text(min_size=250, max_size=260)
 scalars = (

@@ -25,7 +25,7 @@ from openai.types.responses import (
 )
 from runtime_harness import APP_TOKEN, PROPOSAL, READ_ARGS, Stack, run_async, running_stack
 
-from policy.jsonvalue import thaw
+from policy.json.value import thaw
 from seif import Receipt, RuntimeClient, SyncRuntimeClient, SyncTurn, Turn
 from seif.integrations.langchain import as_tools
 from seif.integrations.openai_agents import as_function_tools

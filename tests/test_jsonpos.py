@@ -1,5 +1,5 @@
-"""JSON pointers resolved to where their values are written (policy.jsonpos): every pointer of a
-generated document, dumped with random whitespace, maps to the offset where that value's text
+"""JSON pointers resolved to where their values are written (policy.json.positions): every pointer
+of a generated document, dumped with random whitespace, maps to the offset where that value's text
 starts and ends; lines and columns count as the JSON decoder's own syntax errors do."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compiler.pointer import split
 from policy.diagnostic import Diagnostic, Location
-from policy.jsonpos import JsonPositions, value_spans, with_positions
-from policy.strictjson import JsonError, join_pointer, loads
+from policy.json.pointer import join as join_pointer
+from policy.json.pointer import split
+from policy.json.positions import JsonPositions, value_spans, with_positions
+from policy.json.strict import JsonError, loads
 
 WHITESPACE = st.text(alphabet=" \t\n\r", max_size=3)
 SCALARS = (

@@ -61,11 +61,11 @@ from runtime_harness import (
     write_config,
 )
 
-from compiler.build import load_build
-from policy.jsonvalue import thaw
-from policy.replay import replay
-from policy.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS
-from policy.strictjson import loads
+from compiler.builds.build import load_build
+from policy.engine.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS
+from policy.json.strict import loads
+from policy.json.value import thaw
+from policy.offline.replay import replay
 from seif.cli import main
 from servers.mcp.app import McpOptions
 

@@ -40,7 +40,7 @@ from test_mcp_boundary import INVALID_REQUEST, rpc, session_headers, stateless_h
 from test_mcp_calls import opened_session
 
 from seif.cli import build_parser
-from seif.serve import mcp_options
+from seif.serve.runtime import mcp_options
 from servers.http.serving import MAX_CONNECTIONS, Limits
 from servers.mcp.mounted import SESSIONS_PER_CREDENTIAL, STREAMS_PER_CREDENTIAL, McpOptions
 from servers.mcp.streams import Streams

@@ -21,7 +21,7 @@ from runtime_harness import (
 )
 from test_replicas import replicas
 
-from policy.state import CONTEXT_TTL_MS
+from policy.engine.state import CONTEXT_TTL_MS
 from servers.runtime.service import Runtime
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -24,12 +24,12 @@ from release_support import (
     variant,
 )
 
-from compiler.build import load_build
-from compiler.promotion import BLOCKED, broken_obligations
-from compiler.registry import HISTORY, Registry
-from policy.digest import build_digest
-from policy.strictjson import loads
-from policy.testing import run_tests
+from compiler.builds.build import load_build
+from compiler.builds.promotion import BLOCKED, broken_obligations
+from compiler.builds.registry import HISTORY, Registry
+from policy.engine.testing import run_tests
+from policy.json.digest import build_digest
+from policy.json.strict import loads
 
 Cap = pytest.CaptureFixture[str]
 GUARD = "learner-never-sees-proposals"
@@ -406,7 +406,7 @@ def test_promotion_reruns_the_candidates_tests(tmp_path: Path, capsys: Cap) -> N
 def test_the_default_promoter_is_the_os_user(
     tmp_path: Path, capsys: Cap, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("seif.release.getpass.getuser", lambda: "os-user")
+    monkeypatch.setattr("seif.cli.promote.getpass.getuser", lambda: "os-user")
     digest = register(capsys, tmp_path / "reg", reference_doc(), tmp_path / "b")
     code, out, _ = run(
         capsys, "promote", "--registry", str(tmp_path / "reg"), "--candidate", digest

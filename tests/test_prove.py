@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from policy.strictjson import loads
-from seif import proof_steps
+from policy.json.strict import loads
 from seif.cli import main
-from seif.proof_steps import STEPS, Delivery
+from seif.proof import steps as proof_steps
+from seif.proof.steps import STEPS, Delivery
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,10 +19,10 @@ import cbor2
 import pytest
 from release_support import build_dir, find_test, reference_doc, run, run_json, variant
 
-from compiler.build import BUILD_FILE, MANIFEST_FILE, Build, load_build
-from compiler.registry import HISTORY, Registry, RegistryError, parse_digest
-from policy.digest import build_digest
-from policy.strictjson import loads
+from compiler.builds.build import BUILD_FILE, MANIFEST_FILE, Build, load_build
+from compiler.builds.registry import HISTORY, Registry, RegistryError, parse_digest
+from policy.json.digest import build_digest
+from policy.json.strict import loads
 
 Cap = pytest.CaptureFixture[str]
 
@@ -84,11 +84,11 @@ def test_a_concurrent_registration_of_the_same_digest_is_a_no_op(
     real_rename = os.rename
 
     def racing(src: Any, dst: Any) -> None:
-        monkeypatch.setattr("compiler.registry.os.rename", real_rename)
+        monkeypatch.setattr("compiler.builds.registry.os.rename", real_rename)
         assert other.register(build).stored is True  # the other process wins
         real_rename(src, dst)
 
-    monkeypatch.setattr("compiler.registry.os.rename", racing)
+    monkeypatch.setattr("compiler.builds.registry.os.rename", racing)
     outcome = registry.register(build)
     assert outcome.stored is False and outcome.build.digest == build.digest
     assert [p.name for p in (tmp_path / "reg" / "builds").iterdir()] == [parse_digest(build.digest)]

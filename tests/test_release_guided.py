@@ -1,4 +1,4 @@
-"""`seif release` (compiler.authoring.release, seif.release_cmd): validate, build, register, and
+"""`seif release` (compiler.authoring.release, seif.cli.release): validate, build, register, and
 write the next revision of an environment's bindings file; never promote.
 
 The CLI is exercised in process through ``seif``'s own parser (:func:`seif.cli.build_parser`).
@@ -21,9 +21,9 @@ from compiler.authoring.release import (
     prepare_release,
 )
 from compiler.authoring.source import AuthoringError
-from compiler.project import compile_project
-from compiler.registry import Registry
-from policy.strictjson import loads
+from compiler.builds.registry import Registry
+from compiler.driver import compile_project
+from policy.json.strict import loads
 from seif.cli import build_parser
 from servers.config.files import load_bindings
 

@@ -1,4 +1,5 @@
-"""policy.replay and policy.whatif over records written the way the runtime writes them."""
+"""policy.offline.replay and policy.offline.whatif over records written the way the runtime writes
+them."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from replay_support import (
 )
 
 import policy
-from policy.recorded import disclosure_summary
-from policy.replay import ABSENT, Difference, differences, replay, what_if
+from policy.offline.recorded import disclosure_summary
+from policy.offline.replay import ABSENT, Difference, differences, replay, what_if
 from servers.runtime import events
 
 BUILD = reference_build()

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import COORDINATES, observations, projects
 
-from compiler.build import make_build
-from compiler.project import compile_document
+from compiler.builds.build import make_build
+from compiler.driver import compile_document
 from policy import disclose
-from policy.replay import replay, what_if
+from policy.offline.replay import replay, what_if
 from seif.tracefile import export, open_log
 from servers.log.decision_log import DecisionLog, read_records
 from servers.runtime import events

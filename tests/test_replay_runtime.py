@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from replay_support import REFERENCE, Session, ready, record_session, without_search_for_learner
 
-from compiler.build import load_build, write_build
+from compiler.builds.build import load_build, write_build
 from policy import disclose
-from policy.canonical import canonical_cbor
-from policy.strictjson import loads
+from policy.json.canonical import canonical_cbor
+from policy.json.strict import loads
 from seif.cli import main
 from servers.log.chain import record_digest
 from servers.log.decision_log import read_records

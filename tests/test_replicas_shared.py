@@ -18,7 +18,7 @@ from mcp_support import call_meta, mcp_client
 from runtime_harness import APPROVAL, BEARER, PROPOSAL, READ_ARGS, FakeClock, Stack, run_async
 from test_replicas import TRACE_ENV, replicas
 
-from policy.state import APPROVAL_TTL_MS
+from policy.engine.state import APPROVAL_TTL_MS
 from servers.config.files import TRACE_KEY_CONTEXT
 from servers.mcp.app import McpOptions
 from servers.store.pg_held import HeldTable

@@ -22,7 +22,7 @@ from runtime_harness import (
     running_stack,
 )
 
-from policy.state import APPROVAL_TTL_MS
+from policy.engine.state import APPROVAL_TTL_MS
 from seif import RuntimeClient
 from servers.runtime.service import Runtime
 

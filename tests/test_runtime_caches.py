@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from runtime_harness import FakeClock, Stack, run_on_fake_clock
 
-from policy.canonical import canonical_cbor
-from policy.decision import Decision
-from policy.state import Call
-from policy.strictjson import loads
+from policy.engine.decision import Decision
+from policy.engine.state import Call
+from policy.json.canonical import canonical_cbor
+from policy.json.strict import loads
 from servers.runtime import events
 from servers.runtime.pending import MAX_ONE_BYTES, PendingCalls, arguments_of, waiting
 from servers.runtime.redact import error_pointer, key_token, names_field, shortened

@@ -25,7 +25,7 @@ from runtime_harness import (
     stack_in_thread,
 )
 
-from policy.strictjson import loads
+from policy.json.strict import loads
 from servers.wire.limits import MAX_BODY_BYTES
 
 EXPECTED = {200, 202, 400, 401, 403, 404, 409, 413}

@@ -33,10 +33,10 @@ from runtime_harness import (
     write_config,
 )
 
-from compiler.build import BUILD_FILE, MANIFEST_FILE
-from policy.canonical import canonical_cbor, decode_canonical_cbor
-from policy.digest import build_digest
-from policy.strictjson import loads
+from compiler.builds.build import BUILD_FILE, MANIFEST_FILE
+from policy.json.canonical import canonical_cbor, decode_canonical_cbor
+from policy.json.digest import build_digest
+from policy.json.strict import loads
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

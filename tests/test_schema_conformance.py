@@ -33,9 +33,9 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs; the reference imp
 import pytest
 
 from compiler.diagnostics import Collector
-from compiler.schema_subset import check_schema
-from policy.schema import compile_validator
-from policy.strictjson import loads
+from compiler.passes.schema_subset import check_schema
+from policy.json.strict import loads
+from policy.schema.validator import compile_validator
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = Path(

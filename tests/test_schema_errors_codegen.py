@@ -1,6 +1,6 @@
 """The generated error collector reports exactly what the reference walk reports.
 
-``Validator.errors`` runs Python source generated per schema (:mod:`policy.schema_codegen`);
+``Validator.errors`` runs Python source generated per schema (:mod:`policy.schema.codegen`);
 ``schema_oracle.reference_errors`` (tests/schema_oracle.py) walks the parsed schema. For
 generated schemas of the subset and values near them, then bent (non-string keys, NaN and
 infinities, booleans for numbers, values that are not JSON, tuples, frozen maps), both give the
@@ -18,9 +18,10 @@ from schema_oracle import reference_errors
 from test_schema_properties import JSON, NAMES, paths, replaced, schema_and_value, schemas
 
 from compiler.diagnostics import Collector
-from compiler.schema_subset import check_schema
-from policy.jsonvalue import freeze
-from policy.schema import SchemaError, Validator, compile_validator
+from compiler.passes.schema_subset import check_schema
+from policy.json.value import freeze
+from policy.schema.parsed import SchemaError
+from policy.schema.validator import Validator, compile_validator
 
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.diagnostics import Collector
-from compiler.schema_subset import check_schema
-from policy.jsonvalue import freeze, is_finite_json, json_equal
-from policy.schema import compile_validator
+from compiler.passes.schema_subset import check_schema
+from policy.json.value import freeze, is_finite_json, json_equal
+from policy.schema.validator import compile_validator
 
 MAX_LEVELS = 4
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

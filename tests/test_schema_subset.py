@@ -10,8 +10,8 @@ import pytest
 
 from compiler.codes import CODES, UNSUPPORTED_SCHEMA_KEYWORDS
 from compiler.diagnostics import Collector
-from compiler.schema_subset import check_schema, schema_depth
-from policy.jsonvalue import freeze
+from compiler.passes.schema_subset import check_schema, schema_depth
+from policy.json.value import freeze
 
 
 def problems(schema: Any, **options: Any) -> list[tuple[str, str | None]]:

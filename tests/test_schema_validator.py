@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from policy.jsonvalue import FrozenMap, freeze, is_finite_json, json_equal
-from policy.schema import SchemaError, Validator, compile_validator
+from policy.json.value import FrozenMap, freeze, is_finite_json, json_equal
+from policy.schema.parsed import SchemaError
+from policy.schema.validator import Validator, compile_validator
 
 NAN, INF = math.nan, math.inf
 

@@ -22,7 +22,7 @@ from runtime_harness import (
     write_briefing_build,
 )
 
-from policy.jsonvalue import json_equal
+from policy.json.value import json_equal
 from seif import (
     AuthenticationError,
     BadRequestError,

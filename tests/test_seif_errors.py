@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from compiler.seif_front import compile_seif_text
+from compiler.seif.front import compile_seif_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus" / "dsl-errors"

@@ -1,14 +1,14 @@
-"""The `.seif` printer and formatter (``compiler.seif_print``).
+"""The `.seif` printer and formatter (``compiler.seif.printer``).
 
 - Every valid corpus project and the reference print deterministically, in the grammar, and parse
-  back (``compiler.seif_parse``) to exactly the same document, int/float distinction included; so
+  back (``compiler.seif.parse``) to exactly the same document, int/float distinction included; so
   do corpus projects with random parts replaced by arbitrary JSON (hypothesis).
 - Each element takes its readable form when one expresses it and its ``json`` form otherwise:
   a table of cases says which; the reference needs no ``json`` form at all.
 - ``seif fmt``: ``corpus/seif-fmt/<case>.in.seif`` formats to ``<case>.out.seif``, which formats
   to itself (golden files: messy spacing, comments, json escapes, the reference).
 
-Tests that parse with the front end skip while ``compiler.seif_parse`` is absent.
+Tests that parse with the front end skip while ``compiler.seif.parse`` is absent.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lark import Lark
 
-from compiler.seif_print import FORMAT, KEYWORDS, format_seif, to_seif
+from compiler.seif.fmt import format_seif
+from compiler.seif.grammar import KEYWORDS
+from compiler.seif.printer import FORMAT, to_seif
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAMMAR = ROOT / "grammar" / "seif.lark"
@@ -46,7 +48,7 @@ def grammar() -> Lark:
 
 
 def parse(text: str) -> dict[str, Any]:
-    module = pytest.importorskip("compiler.seif_parse")
+    module = pytest.importorskip("compiler.seif.parse")
     document: dict[str, Any] = module.parse_seif(text).document
     return document
 
@@ -101,7 +103,7 @@ def test_the_printout_parses_back_to_the_same_document(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(DOCS))
 def test_a_printout_without_comments_is_already_formatted(name: str) -> None:
-    pytest.importorskip("compiler.seif_parse")
+    pytest.importorskip("compiler.seif.parse")
     text = to_seif(DOCS[name])
     assert format_seif(text) == text
 
@@ -301,7 +303,7 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=mutated())
 def test_any_json_in_any_place_round_trips(doc: dict[str, Any]) -> None:
-    pytest.importorskip("compiler.seif_parse")
+    pytest.importorskip("compiler.seif.parse")
     round_trips(doc)
 
 
@@ -317,7 +319,7 @@ def test_there_are_golden_files() -> None:
 
 @pytest.mark.parametrize("path", GOLDEN, ids=[p.name.removesuffix(".in.seif") for p in GOLDEN])
 def test_fmt_gives_the_golden_output_and_is_stable(path: Path) -> None:
-    pytest.importorskip("compiler.seif_parse")
+    pytest.importorskip("compiler.seif.parse")
     out = path.with_name(path.name.replace(".in.", ".out.")).read_text(encoding="utf-8")
     assert format_seif(path.read_text(encoding="utf-8")) == out
     assert format_seif(out) == out
@@ -330,7 +332,7 @@ def test_the_reference_golden_file_is_the_reference() -> None:
 
 
 def test_fmt_keeps_each_comment_with_its_element() -> None:
-    pytest.importorskip("compiler.seif_parse")
+    pytest.importorskip("compiler.seif.parse")
     text = "# file\nproject p 1.0.0   # header\ntool t 1.0.0 { effect   read   # r\n"
     text += "# n\nname t }\n# end\n"
     expected = [

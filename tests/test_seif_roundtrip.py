@@ -13,10 +13,10 @@ import pytest
 import strategies
 from hypothesis import HealthCheck, given, settings
 
-from compiler.build import make_build
-from compiler.project import compile_project, compile_seif, compile_text
-from compiler.seif_parse import parse_seif
-from compiler.seif_print import to_seif
+from compiler.builds.build import make_build
+from compiler.driver import compile_project, compile_seif, compile_text
+from compiler.seif.parse import parse_seif
+from compiler.seif.printer import to_seif
 
 ROOT = Path(__file__).resolve().parent.parent
 VALID = sorted((ROOT / "corpus" / "declarations" / "valid").glob("*.json"))

@@ -19,7 +19,7 @@ from runtime_harness import (
     write_config,
 )
 
-from policy.strictjson import loads
+from policy.json.strict import loads
 
 
 def test_a_refused_start_reports_every_problem_and_creates_nothing(tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_the_executor_reads_the_secret_names_the_bindings_template_writes(tmp_pa
 
     from runtime_harness import EXECUTOR_SCRIPT, HOST, _read_url, _spawn
 
-    from seif.bindings import secret_env
+    from compiler.authoring.bindings import secret_env
 
     env = {secret_env("inspect-context"): "template-named-secret-1a2b"}
     args = [sys.executable, str(EXECUTOR_SCRIPT), "--host", HOST, "--port", "0"]

@@ -37,7 +37,7 @@ from runtime_harness import (
 )
 from test_replicas import replicas
 
-from seif import serve_log
+from seif.serve import log as serve_log
 from servers.http.app import create_app
 
 KEYS = {"time", "level", "logger", "event", "message"}
@@ -131,7 +131,7 @@ BRACED = f"%7B%22level%22:%22error%22,%22message%22:%22{FORGED}%22%7D%0A{FORGED}
 
 @contextlib.contextmanager
 def server_log(log_format: str) -> Iterator[None]:
-    """The log of ``seif serve --log-format FORMAT`` (:func:`seif.serve_log.configure`) for
+    """The log of ``seif serve --log-format FORMAT`` (:func:`seif.serve.log.configure`) for
     the span of the block, on this process's stderr."""
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)

@@ -3,8 +3,8 @@ compared with the candidate's, off the response path; differences only become ``
 records, exactly as a what-if over the same inputs computes them; a shadow that raises or
 stalls changes and delays no response; ``seif shadow report`` summarises them.
 
-The comparer is tested against :func:`policy.whatif.what_if` (hypothesis), and a real runtime
-with a real executor on loopback against a what-if over its own log.
+The comparer is tested against :func:`policy.offline.whatif.what_if` (hypothesis), and a real
+runtime with a real executor on loopback against a what-if over its own log.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from replay_support import compiled, disclosed_record, reference_document
 from runtime_harness import READ_ARGS, Stack, run_async, running_stack
 
-from compiler.build import make_build, write_build
-from policy.recorded import Inputs, inputs_of
-from policy.shadow import report
-from policy.whatif import what_if
+from compiler.builds.build import make_build, write_build
+from policy.offline.recorded import Inputs, inputs_of
+from policy.offline.shadow import report
+from policy.offline.whatif import what_if
 from seif.cli import main
 from seif.tracefile import open_log
 from servers.http.app import RUNTIME
@@ -72,7 +72,7 @@ def _observations(states: Mapping[str, str]) -> dict[str, dict[str, str]]:
 def test_a_shadow_difference_is_the_what_if_of_the_same_inputs(
     objective: str, consumer: str, states: dict[str, str]
 ) -> None:
-    from policy.shadow import Shadow
+    from policy.offline.shadow import Shadow
 
     record = disclosed_record(
         BASELINE, "blake3:base", objective, _observations(states), {"consumer": consumer}

@@ -2,10 +2,10 @@
 
 Both starters (Python on aiohttp, Node on its built-in ``http``) are written by
 :func:`compiler.authoring.starter.write_starter` for ``inspect-context`` of the reference project
-and started as real processes through their ``run`` script with ``--port 0``. The same inputs
-must get the same answers from both, and their schema validators must agree with the engine's
-(``policy.schema.compile_validator``) on generated schemas and values. With ``CI`` set, a missing
-``node`` fails the Node tests instead of skipping them.
+and started as real processes through their ``run`` script with ``--port 0``. The same inputs must
+get the same answers from both, and their schema validators must agree with the engine's
+(``policy.schema.validator.compile_validator``) on generated schemas and values. With ``CI`` set, a
+missing ``node`` fails the Node tests instead of skipping them.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from compiler.authoring.starter import (
     secret_env,
     write_starter,
 )
-from compiler.build import write_build
+from compiler.builds.build import write_build
 from policy.ir import Project, Tool
-from policy.schema import compile_validator
-from policy.strictjson import loads as strict_loads
-from seif import starter_cmd
+from policy.json.strict import loads as strict_loads
+from policy.schema.validator import compile_validator
+from seif.cli import starter as starter_cmd
 
 TOOL = "inspect-context"
 TOKEN = "starter-secret-7c1e9a3f5b"

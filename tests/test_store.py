@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from policy import Call, ContextState, decide, disclose
-from policy.canonical import EncodingError, canonical_cbor
-from policy.state import fingerprint
+from policy.engine.state import fingerprint
+from policy.json.canonical import EncodingError, canonical_cbor
 from servers.log.decision_log import DecisionLog
 from servers.store.dispatch import (
     FAILED,

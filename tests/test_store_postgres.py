@@ -16,8 +16,8 @@ import pg_support
 import psycopg
 import pytest
 
-from policy.canonical import canonical_cbor
-from policy.state import fingerprint
+from policy.engine.state import fingerprint
+from policy.json.canonical import canonical_cbor
 from servers.log.decision_log import admit, read_records
 from servers.log.encoding import encoded, unchained
 from servers.store.pg_log import REPLICA_LOST, renew

@@ -1,4 +1,4 @@
-"""The one boundary for untrusted JSON (policy.strictjson): what it refuses, where it says the
+"""The one boundary for untrusted JSON (policy.json.strict): what it refuses, where it says the
 problem is, that it agrees with the standard decoder on everything it accepts, and the attacks
 that once got past a reader that lacked one of its checks."""
 
@@ -17,16 +17,8 @@ from hypothesis import strategies as st
 from runtime_harness import PlainBinding, serving
 
 from compiler import compile_project
-from policy.strictjson import (
-    MAX_DEPTH,
-    JsonError,
-    dump_bytes,
-    dumps,
-    find_pointer,
-    join_pointer,
-    loads,
-    walk,
-)
+from policy.json.pointer import join as join_pointer
+from policy.json.strict import MAX_DEPTH, JsonError, dump_bytes, dumps, find_pointer, loads, walk
 from servers.executor.client import (
     COORDINATES,
     ExecutorClient,

@@ -20,11 +20,11 @@ from compiler.authoring.show import show_tool
 from compiler.authoring.source import load_source, save, source_from_text
 from compiler.authoring.templates import TEMPLATES
 from compiler.authoring.tools import include_tool, new_tool
-from compiler.build import make_build
-from compiler.project import compile_file
-from compiler.promotion import broken_obligations
-from policy.disclosure import disclose
-from policy.testing import current_fixtures, run_tests
+from compiler.builds.build import make_build
+from compiler.builds.promotion import broken_obligations
+from compiler.driver import compile_file
+from policy.engine.disclosure import disclose
+from policy.engine.testing import current_fixtures, run_tests
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reference" / "agent-tools"
 KINDS = ("json", "seif")

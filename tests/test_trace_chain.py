@@ -32,8 +32,8 @@ from runtime_harness import (
     write_config,
 )
 
-from policy.canonical import canonical_cbor
-from policy.strictjson import dump_bytes, loads
+from policy.json.canonical import canonical_cbor
+from policy.json.strict import dump_bytes, loads
 from seif.cli import main
 from seif.tracefile import TraceFileError, open_log
 from servers.log.chain import Verified, record_digest

@@ -12,8 +12,8 @@ from typing import Any
 import cbor2
 import pytest
 
-from policy.canonical import canonical_cbor
-from policy.strictjson import loads
+from policy.json.canonical import canonical_cbor
+from policy.json.strict import loads
 from seif.cli import main
 from seif.tracefile import TraceFileError, export, open_log
 from servers.log.decision_log import DecisionLog, read_records

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from compiler.build import Build, write_atomic
+from compiler.builds.build import Build, write_atomic
 from policy.ir import Project, Tool
-from policy.strictjson import dump_bytes
+from policy.json.strict import dump_bytes
 
 EXECUTOR_CONTRACT = "context-tool-executor.v1"  # servers.executor.client.CONTRACT, without aiohttp
 PLACEHOLDER_ENVIRONMENT = "production"

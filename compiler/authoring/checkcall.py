@@ -15,11 +15,11 @@ from typing import Any
 
 from compiler.authoring.source import ProjectSource, compiled, refusal
 from policy import reasons as R
-from policy.decision import ALLOW, Decision
-from policy.disclosure import Disclosure, disclose
+from policy.engine.decision import ALLOW, Decision
+from policy.engine.disclosure import Disclosure, disclose
+from policy.engine.testing import current_fixtures, simulate_calls
 from policy.ir import Project, Tool
-from policy.schema import compile_validator
-from policy.testing import current_fixtures, simulate_calls
+from policy.schema.validator import compile_validator
 
 FIXTURE_MODES = ("current", "project")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from compiler.authoring import jsontext, seiftext
 from compiler.authoring.source import ProjectSource, document_of
-from policy.strictjson import dumps
+from policy.json.strict import dumps
 
 Splice = Callable[[], str]
 
@@ -38,7 +38,7 @@ def _comments_kept(source: ProjectSource, text: str) -> bool:
     element drops those inside it: the whole file is reprinted with its comments instead)."""
     if source.kind != "seif":
         return True
-    from compiler.seif_parse import comments  # noqa: PLC0415  # lark on demand
+    from compiler.seif.parse import comments  # noqa: PLC0415  # lark on demand
 
     old = Counter(c[1].strip() for c in comments(source.text))
     new = Counter(c[1].strip() for c in comments(text))
@@ -52,9 +52,9 @@ def _same(found: Any, intended: Any) -> bool:
 def _reprinted(source: ProjectSource, intended: dict[str, Any]) -> str:
     if source.kind == "json":
         return dumps(intended, indent=len(jsontext.indent_unit(source.text)) or 2) + "\n"
-    from compiler.seif_fmt import place_comments  # noqa: PLC0415  # lark on demand
-    from compiler.seif_parse import parse_seif  # noqa: PLC0415
-    from compiler.seif_print import document_lines, render  # noqa: PLC0415
+    from compiler.seif.fmt import place_comments  # noqa: PLC0415  # lark on demand
+    from compiler.seif.parse import parse_seif  # noqa: PLC0415
+    from compiler.seif.printer import document_lines, render  # noqa: PLC0415
 
     parsed = parse_seif(source.text)
     lines = place_comments(

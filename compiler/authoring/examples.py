@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policy.schema import compile_validator
+from policy.schema.validator import compile_validator
 
 
 def example_value(schema: Mapping[str, Any]) -> Any:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.pointer import join
+from policy.json.pointer import join
 
 WIDTH = 100
 """A container of scalars is written on one line when it fits in this many columns."""

@@ -33,9 +33,9 @@ from compiler.authoring.source import (
     test_failures,
     tool_of,
 )
-from policy.disclosure import Disclosure, disclose
+from policy.engine.disclosure import Disclosure, disclose
+from policy.engine.testing import current_fixtures, run_tests
 from policy.ir import Project, Tool
-from policy.testing import current_fixtures, run_tests
 
 MAX_ID = 64
 

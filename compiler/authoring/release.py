@@ -35,16 +35,16 @@ from compiler.authoring.bindings import (
     write_template,
 )
 from compiler.authoring.source import AuthoringError, test_failures
-from compiler.build import load_build, write_build
+from compiler.builds.build import load_build, write_build
+from compiler.builds.registry import Registered, Registry, RegistryError
 from compiler.diagnostics import Collector, CompileError
-from compiler.parse import parse_json_text, read_text
-from compiler.pointer import join
-from compiler.project import compile_file
-from compiler.registry import Registered, Registry, RegistryError
+from compiler.driver import compile_file
+from compiler.passes.parse import parse_json_text, read_text
 from policy.diagnostic import Diagnostic, Location, headline
+from policy.engine.testing import TestReport, run_tests
 from policy.ir import Project, Tool
-from policy.jsonpos import with_positions
-from policy.testing import TestReport, run_tests
+from policy.json.pointer import join
+from policy.json.positions import with_positions
 
 ENVIRONMENT_ID = re.compile(r"[a-z][a-z0-9-]{0,63}")
 MAX_REVISION = (1 << 53) - 1  # servers.config.files.MAX_REVISION

@@ -3,7 +3,7 @@
 Elements are found by the line where the parser saw them start (``Parsed.positions``); an
 element ends at the end of its last line of code before the next top-level element (blank and
 comment-only lines between two elements belong to the next). New elements are printed by
-``compiler.seif_print`` with the file's own indentation step. The caller checks the result
+``compiler.seif.printer`` with the file's own indentation step. The caller checks the result
 parses to the document it meant.
 """
 
@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from compiler.authoring.jsontext import indent_unit
-from compiler.seif_parse import Parsed, parse_seif
-from compiler.seif_print import Lines, element_lines
+from compiler.seif.parse import Parsed, parse_seif
+from compiler.seif.printer import Lines, element_lines
 
 _TOP = re.compile(r"/(?:(?:objectives|profiles|tools|tests)/\d+|[^/]+)")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')

@@ -17,9 +17,9 @@ from typing import Any
 
 from compiler.authoring.bindings import placeholder_endpoint
 from compiler.authoring.source import ProjectSource, compiled, tool_of
-from policy.disclosure import Disclosure, disclose
+from policy.engine.disclosure import Disclosure, disclose
+from policy.engine.testing import current_fixtures, run_tests
 from policy.ir import Profile, Project, ProjectTest, Tool
-from policy.testing import current_fixtures, run_tests
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from compiler.build import write_atomic
+from compiler.builds.build import write_atomic
 from compiler.diagnostics import CompileError
-from compiler.project import CompileResult, compile_seif, compile_text
+from compiler.driver import CompileResult, compile_seif, compile_text
 from policy.diagnostic import Diagnostic, Location
+from policy.engine.testing import TestReport
 from policy.ir import Project, Tool
-from policy.strictjson import dumps
-from policy.testing import TestReport
+from policy.json.strict import dumps
 
 Kind = Literal["json", "seif"]
 
@@ -98,14 +98,14 @@ def kind_of(path: str | os.PathLike[str]) -> Kind:
 def document_of(text: str, kind: Kind) -> dict[str, Any] | None:
     """The document ``text`` denotes, or None when it does not parse."""
     if kind == "seif":
-        from compiler.seif_parse import SeifSyntaxError, parse_seif  # noqa: PLC0415  # lark on demand
+        from compiler.seif.parse import SeifSyntaxError, parse_seif  # noqa: PLC0415  # lark on demand
 
         try:
             return parse_seif(text).document
         except SeifSyntaxError:
             return None
-    from compiler import parse  # noqa: PLC0415  # one parser for project JSON
     from compiler.diagnostics import Collector  # noqa: PLC0415
+    from compiler.passes import parse  # noqa: PLC0415  # one parser for project JSON
 
     doc = parse.parse_json_text(text, Collector(parse.PASS))
     return doc if isinstance(doc, dict) else None
@@ -189,7 +189,7 @@ def checked(source: ProjectSource, text: str, notes: tuple[str, ...], **details:
     found = tuple(result.diagnostics)
     intended = document_of(text, source.kind)
     if source.kind == "seif" and intended is not None:
-        from compiler.project import compile_document  # noqa: PLC0415
+        from compiler.driver import compile_document  # noqa: PLC0415
 
         by_pointer = compile_document(intended).diagnostics
         found = tuple(by_pointer) or found

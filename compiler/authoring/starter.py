@@ -34,8 +34,8 @@ from compiler.authoring.bindings import (
 )
 from compiler.authoring.source import AuthoringError, refusal, tool_of
 from policy.ir import Project, Tool
-from policy.jsonvalue import thaw
-from policy.strictjson import dump_bytes
+from policy.json.strict import dump_bytes
+from policy.json.value import thaw
 
 LANGS: tuple[str, ...] = ("python", "node")
 DEFAULT_PORT = 8801

@@ -41,7 +41,7 @@ from aiohttp import web
 
 from compiler import compile_project
 from policy.ir import Tool
-from policy.strictjson import JsonError, loads
+from policy.json.strict import JsonError, loads
 
 CONTRACT = "context-tool-executor.v1"
 PROJECT = Path(__file__).resolve().parents[2] / "reference" / "agent-tools" / "context-project.json"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policy.strictjson import dumps, loads
+from policy.json.strict import dumps, loads
 
 
 def exclude(project: dict[str, Any], profile_id: str, tool: str) -> dict[str, Any]:

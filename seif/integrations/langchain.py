@@ -27,7 +27,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "seif.integrations.langchain needs langchain-core: pip install 'seif[langchain]'"
     ) from e
 
-from policy.jsonvalue import thaw
+from policy.json.value import thaw
 
 __all__ = ["SeifTool", "as_tools"]
 

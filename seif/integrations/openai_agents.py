@@ -27,8 +27,8 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "seif.integrations.openai_agents needs openai-agents: pip install 'seif[openai-agents]'"
     ) from e
 
-from policy.jsonvalue import thaw
-from policy.strictjson import loads
+from policy.json.strict import loads
+from policy.json.value import thaw
 
 __all__ = ["as_function_tools"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from policy.jsonvalue import thaw
+from policy.json.value import thaw
 from seif.sdk.types import Receipt
 
 _NOTES = {

@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from policy.strictjson import JsonError, dump_bytes, loads
+from policy.json.strict import JsonError, dump_bytes, loads
 from seif.sdk import turns
 from seif.sdk.errors import SeifTransportError, ServerError, ToolBuildRefused, request_error
 from seif.sdk.types import (

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policy.jsonvalue import EMPTY_MAP, FrozenMap, freeze
+from policy.json.value import EMPTY_MAP, FrozenMap, freeze
 
 
 class SeifError(Exception):

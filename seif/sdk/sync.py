@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from policy.jsonvalue import FrozenMap
+from policy.json.value import FrozenMap
 from seif.sdk import turns
 from seif.sdk.client import Clock, RuntimeClient, Sleep
 from seif.sdk.types import (

@@ -13,9 +13,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
-from policy.jsonvalue import FrozenMap
+from policy.json.value import FrozenMap
 from seif.sdk.types import (
     Context,
     Delivery,
@@ -26,11 +26,44 @@ from seif.sdk.types import (
     TurnRequest,
 )
 
-if TYPE_CHECKING:
-    from seif.sdk.client import RuntimeClient
-
 T = TypeVar("T")
 Outcome = Literal["COMPLETED", "FAILED"]
+
+
+class TurnClient(Protocol):
+    """What a turn needs of the client it runs on: the five calls of a turn.
+    :class:`~seif.sdk.client.RuntimeClient` is one (it runs its turns with this module, which
+    therefore does not import it)."""
+
+    async def start_turn(self) -> str: ...
+
+    async def resolve(
+        self,
+        objective: str,
+        *,
+        consumer: str | None = None,
+        environment: str | None = None,
+        deployment: str | None = None,
+        trace_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> Context: ...
+
+    async def execute(
+        self,
+        context_ref: str,
+        tool: str,
+        call_id: str,
+        arguments: Any,
+        *,
+        approval_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> Receipt: ...
+
+    async def report_disclosure(
+        self, context_ref: str, tools: Iterable[str], *, turn_id: str | None = None
+    ) -> None: ...
+
+    async def complete_turn(self, turn_id: str, outcome: str) -> None: ...
 
 
 def checked_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -137,7 +170,7 @@ class TurnView:
 class Turn(TurnView):
     """What a ``run_agent_turn`` handler is given: a :class:`TurnView` and ``execute``."""
 
-    def __init__(self, client: RuntimeClient, record: TurnRecord) -> None:
+    def __init__(self, client: TurnClient, record: TurnRecord) -> None:
         super().__init__(record)
         self._client = client
 
@@ -160,7 +193,7 @@ class Turn(TurnView):
 
 
 async def finish(
-    client: RuntimeClient, record: TurnRecord, outcome: Outcome
+    client: TurnClient, record: TurnRecord, outcome: Outcome
 ) -> tuple[list[ReportingError], tuple[str, ...] | None]:
     """Report the disclosure, then complete the turn; every failure listed, none raised."""
     errors: list[ReportingError] = []
@@ -181,7 +214,7 @@ async def finish(
     return errors, reported
 
 
-async def open_turn(client: RuntimeClient, request: TurnRequest | Mapping[str, Any]) -> TurnRecord:
+async def open_turn(client: TurnClient, request: TurnRequest | Mapping[str, Any]) -> TurnRecord:
     """Start a turn and resolve with its id; a resolve that fails completes the turn
     ``FAILED`` (best effort) and raises."""
     wanted = TurnRequest.of(request)
@@ -205,7 +238,7 @@ async def open_turn(client: RuntimeClient, request: TurnRequest | Mapping[str, A
 
 
 async def run_agent_turn(
-    client: RuntimeClient,
+    client: TurnClient,
     request: TurnRequest | Mapping[str, Any],
     handler: Callable[[Turn], Awaitable[T]] | Callable[[Turn], T],
 ) -> Delivery[T]:
@@ -245,7 +278,7 @@ def bound_tools(turn: Turn) -> tuple[BoundTool, ...]:
 
 
 async def forward_agent(
-    client: RuntimeClient,
+    client: TurnClient,
     request: TurnRequest | Mapping[str, Any],
     agent: Callable[[tuple[Message, ...], tuple[BoundTool, ...]], Awaitable[T]]
     | Callable[[tuple[Message, ...], tuple[BoundTool, ...]], T],

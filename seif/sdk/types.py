@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from policy.jsonvalue import EMPTY_MAP, FrozenMap, freeze
+from policy.json.value import EMPTY_MAP, FrozenMap, freeze
 
 ReceiptStatus = Literal["SUCCEEDED", "FAILED", "UNKNOWN", "DENIED"]
 ApprovalState = Literal["PENDING", "APPROVED", "REJECTED", "EXPIRED", "NONE"]

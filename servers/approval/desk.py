@@ -28,7 +28,7 @@ from typing import Any
 
 import blake3
 
-from policy.canonical import EncodingError, canonical_json_bytes
+from policy.json.canonical import EncodingError, canonical_json_bytes
 from servers.approval.upstream import Answer, Upstream
 from servers.runtime.events import iso
 from servers.wire.errors import ErrorCode as E

@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from policy.strictjson import dumps, loads
+from policy.json.strict import dumps, loads
 from servers.wire.errors import ErrorCode, Refused
 
 TIMEOUT_S = 10.0

@@ -26,12 +26,12 @@ import blake3
 import keyring
 
 from compiler.diagnostics import Collector
-from compiler.parse import parse_json_text, read_text
-from compiler.pointer import join
-from compiler.structure import json_type
+from compiler.passes.parse import parse_json_text, read_text
+from compiler.passes.structure import json_type
 from policy import ir
 from policy.diagnostic import Diagnostic, DiagnosticError, Location, did_you_mean
-from policy.jsonpos import with_positions
+from policy.json.pointer import join
+from policy.json.positions import with_positions
 from servers.config.tls import CaFileProblem, TrustStores
 
 SCOPES = frozenset({"context.resolve", "tools.execute", "traces.read", "metrics.read"})

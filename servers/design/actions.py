@@ -24,7 +24,7 @@ from compiler.authoring.show import show_tools
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
 from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_tool
 from compiler.diagnostics import CompileError
-from policy.strictjson import JsonError, loads
+from policy.json.strict import JsonError, loads
 from servers.design.workspace import Workspace, body_of, json_field, refused, workspace
 from servers.http.bodies import json_response
 from servers.wire import design

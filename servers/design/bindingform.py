@@ -23,11 +23,11 @@ from compiler.authoring import jsontext
 from compiler.authoring.bindings import json_bytes, placeholder_endpoint
 from compiler.authoring.release import CONFIGURED_NOT_READY, bindings_problems
 from compiler.authoring.source import AuthoringError, compiled, load_source, refusal, rewrite
-from compiler.pointer import join
 from policy import ir
 from policy.diagnostic import Diagnostic
-from policy.jsonpos import with_positions
-from policy.strictjson import JsonError, loads
+from policy.json.pointer import join
+from policy.json.positions import with_positions
+from policy.json.strict import JsonError, loads
 from servers.config.files import ConfigError, load_bindings
 from servers.wire.errors import ErrorCode, Refused
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from compiler.diagnostics import CompileError
-from policy.strictjson import JsonError, loads
+from policy.json.strict import JsonError, loads
 from servers.http.bodies import read_json
 from servers.wire.errors import ErrorCode, Refused
 from servers.wire.fields import decode

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from policy.ir import Tool
-from policy.jsonvalue import iter_strings, thaw
-from policy.strictjson import JsonError, dump_bytes, loads
+from policy.json.strict import JsonError, dump_bytes, loads
+from policy.json.value import iter_strings, thaw
 from servers.executor.http1 import Http1Client, Response, TransportError
 from servers.executor.interface import (
     COORDINATES,
@@ -120,7 +120,7 @@ def new_transport() -> Http1Client:
 
 
 def _decode(raw: bytes) -> Any:
-    """The strict JSON of an executor's answer (:func:`policy.strictjson.loads`: no duplicate
+    """The strict JSON of an executor's answer (:func:`policy.json.strict.loads`: no duplicate
     keys, no NaN, infinities or oversized numbers, no lone surrogates, bounded depth).
     Raises ``TransportError``."""
     try:

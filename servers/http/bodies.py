@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import http_exceptions, web
 
-from policy.strictjson import JsonError, dump_bytes, loads
+from policy.json.strict import JsonError, dump_bytes, loads
 from servers.wire.errors import ErrorCode, Refused
 from servers.wire.limits import MAX_BODY_BYTES
 
@@ -66,7 +66,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     does not arrive in time (each answer then ends its connection: see
     :func:`closing_if_unread`), 400 for anything else: an unsupported or broken
     ``Content-Encoding``, broken chunked framing, a connection closed mid-body, and whatever
-    the strict boundary of :mod:`policy.strictjson` refuses (duplicate keys, non-finite or
+    the strict boundary of :mod:`policy.json.strict` refuses (duplicate keys, non-finite or
     oversized numbers, lone surrogates, excessive depth), the message naming what and where
     and never quoting a header."""
     data = await read_bytes(request)

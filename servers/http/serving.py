@@ -40,7 +40,7 @@ from aiohttp import http_exceptions, web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from policy.strictjson import dump_bytes
+from policy.json.strict import dump_bytes
 from servers.http.bodies import BODY_TIMEOUT_S
 from servers.wire.errors import ErrorCode, Refused
 

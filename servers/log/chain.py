@@ -8,7 +8,7 @@ last record but its digest, the log's *head*: an operator anchors it elsewhere
 (``GET /v1/traces/head``) to compare later.
 
 :class:`Chain` is the walk, fed each record in order with the bytes it is stored as (a JSON
-Lines export's records re-encoded with ``policy.canonical.canonical_cbor``, which gives the
+Lines export's records re-encoded with ``policy.json.canonical.canonical_cbor``, which gives the
 stored bytes back exactly). One implementation serves every reader: the runtime's pass at open
 (``servers.log.reading.scan``), ``seif trace verify``, ``seif replay`` and ``seif trace export``
 (``seif.tracefile``). Records of format 1 (no ``prev``) before the first record of format 2

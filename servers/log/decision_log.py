@@ -1,6 +1,6 @@
 """The decision log: an append-only CBOR sequence (RFC 8742) in ``DATA_DIR/decisions.cbor``.
 
-Each record is the canonical CBOR (``policy.canonical.canonical_cbor``) of one map with the
+Each record is the canonical CBOR (``policy.json.canonical.canonical_cbor``) of one map with the
 envelope ``v`` (format version, 2), ``seq`` (1, 2, 3, ... across reopenings), ``at`` (integer
 milliseconds since the epoch), ``event`` and ``prev`` (the digest of the previous record's
 bytes, null on the first; a log of format 1 is continued: ``servers.log.chain``), plus the

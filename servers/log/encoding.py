@@ -24,7 +24,7 @@ from typing import Any
 
 import cbor2
 
-from policy.canonical import EncodingError, canonical_cbor, check_json
+from policy.json.canonical import EncodingError, canonical_cbor, check_json
 from servers.log.chain import CHAINED, DIGEST_PREFIX, UNCHAINED
 from servers.support.memo import keep
 

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import cbor2
 
-from policy.canonical import EncodingError, canonical_cbor
+from policy.json.canonical import EncodingError, canonical_cbor
 from servers.log import encoding
 from servers.log.chain import Chain, ChainBreak, envelope_problem
 from servers.log.encoding import DecisionLogError

@@ -28,7 +28,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from policy.strictjson import JsonError, dump_bytes, loads
+from policy.json.strict import JsonError, dump_bytes, loads
 from servers.http import bodies
 from servers.http.app import bearer_credential
 from servers.http.bodies import error_response

@@ -33,7 +33,7 @@ from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from policy.strictjson import dump_bytes
+from policy.json.strict import dump_bytes
 from servers.mcp.handlers import (
     Asked,
     CallId,

@@ -16,7 +16,7 @@ import mcp_types as mt
 from aiohttp import web
 from mcp.shared.exceptions import MCPError
 
-from policy.strictjson import dump_bytes
+from policy.json.strict import dump_bytes
 from servers.http.app import RUNTIME
 from servers.mcp.calls import Alive, CallRequest, Progress, always, call
 from servers.mcp.contexts import Fresh, Live, Wanted

@@ -19,10 +19,10 @@ from typing import Any
 import mcp_types as mt
 
 from policy import reasons as R
-from policy.disclosure import Disclosure
+from policy.engine.disclosure import Disclosure
 from policy.ir import Tool
-from policy.jsonvalue import thaw
-from policy.strictjson import dumps
+from policy.json.strict import dumps
+from policy.json.value import thaw
 from servers.wire import reasons
 
 CALL_ID_META = "io.seif/callId"

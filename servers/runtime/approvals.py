@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from policy.canonical import EncodingError
-from policy.decision import Decision
-from policy.state import Call
+from policy.engine.decision import Decision
+from policy.engine.state import Call
+from policy.json.canonical import EncodingError
 from servers.runtime import events
 from servers.runtime.pending import PendingCalls, waiting
 from servers.runtime.values import Pending
@@ -28,8 +28,8 @@ from servers.wire.errors import ErrorCode, Refused
 from servers.wire.requests import DecisionRequest
 
 if TYPE_CHECKING:
+    from policy.engine.state import ContextState
     from policy.ir import Project
-    from policy.state import ContextState
     from servers.log.decision_log import Admitted
     from servers.runtime.values import Exclusive, IntentsView
     from servers.store.dispatch import IntentRow

@@ -12,10 +12,10 @@ from typing import Any
 
 import cbor2
 
-from policy import recorded
-from policy.decision import DENY, Decision
-from policy.disclosure import Disclosure, Omission
+from policy.engine.decision import DENY, Decision
+from policy.engine.disclosure import Disclosure, Omission
 from policy.explain import Explanation
+from policy.offline import recorded
 from servers.log.encoding import Fragment, fragment
 from servers.runtime import redact
 from servers.runtime.pending import PendingCalls, arguments_of

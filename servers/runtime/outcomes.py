@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from policy.state import Call
+from policy.engine.state import Call
 from servers.executor.interface import Dispatch, idempotency_key
 from servers.runtime import events
 from servers.store.rows import ContextRow, IntentUnknown, StoreError
@@ -22,7 +22,7 @@ from servers.wire import reasons
 from servers.wire.answers import Receipt
 
 if TYPE_CHECKING:
-    from compiler.build import Build
+    from compiler.builds.build import Build
     from policy.ir import Project, Tool
     from servers.executor.interface import Executors
     from servers.log.decision_log import Admitted

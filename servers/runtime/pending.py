@@ -37,10 +37,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from policy.decision import Decision
-from policy.jsonvalue import JsonValue
-from policy.state import APPROVAL_TTL_MS, Call
-from policy.strictjson import dump_bytes, loads
+from policy.engine.decision import Decision
+from policy.engine.state import APPROVAL_TTL_MS, Call
+from policy.json.strict import dump_bytes, loads
+from policy.json.value import JsonValue
 from servers.runtime.values import Pending
 
 PER_CONTEXT = 32
@@ -87,7 +87,7 @@ def waiting(
 
 
 def arguments_of(item: Pending) -> JsonValue:
-    """The held call's arguments, decoded (a :class:`~policy.strictjson.JsonError` for bytes
+    """The held call's arguments, decoded (a :class:`~policy.json.strict.JsonError` for bytes
     that are not strict JSON, which :func:`waiting` never makes)."""
     return loads(item.arguments)
 

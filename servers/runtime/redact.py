@@ -1,7 +1,7 @@
 """What a decision-log record may say about text a client chose: bounded, and never an
 argument key.
 
-The engine's :class:`~policy.decision.Decision` keeps every error pointer whole (the receipt
+The engine's :class:`~policy.engine.decision.Decision` keeps every error pointer whole (the receipt
 shows it to the caller); the runtime bounds them where it records them:
 
 - An error pointer keeps the tokens the tool's parameter schema declares (property names of
@@ -24,8 +24,8 @@ from typing import Any
 
 import blake3
 
-from policy.canonical import escape_pointer_token
-from policy.schema import SchemaError
+from policy.json.pointer import escape_pointer_token
+from policy.schema.parsed import SchemaError
 
 MAX_TOKEN = 64
 MAX_LISTED = 64

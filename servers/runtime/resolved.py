@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policy.disclosure import Disclosure, disclose
+from policy.engine.disclosure import Disclosure, disclose
 from policy.ir import Project
-from policy.strictjson import dump_bytes
+from policy.json.strict import dump_bytes
 from servers.log.encoding import DecisionLogError, Fragment, fragment
 from servers.runtime import events
 from servers.support import memo

@@ -14,14 +14,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compiler.build import Build
+from compiler.builds.build import Build
 from policy import reasons as R
-from policy.canonical import canonical_cbor, decode_canonical_cbor
-from policy.decision import ALLOW, DUPLICATE, Decision, decide
-from policy.disclosure import Disclosure, disclose, disclosure_context
+from policy.engine.decision import ALLOW, DUPLICATE, Decision, decide
+from policy.engine.disclosure import Disclosure, disclose, disclosure_context
+from policy.engine.state import CONTEXT_TTL_MS, Call, ContextState, with_history
 from policy.ir import Project
-from policy.jsonvalue import thaw
-from policy.state import CONTEXT_TTL_MS, Call, ContextState, with_history
+from policy.json.canonical import canonical_cbor, decode_canonical_cbor
+from policy.json.value import thaw
 from servers.config.files import Bindings
 from servers.executor.interface import Executors
 from servers.executor.observing import Observer

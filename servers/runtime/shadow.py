@@ -5,11 +5,11 @@ The event loop only appends a job to a bounded backlog (:meth:`ShadowWorker.subm
 append, no lock, no wake-up; a full backlog drops the job and counts it); one daemon thread
 takes what has gathered every :data:`POLL_S` (so a busy runtime wakes it a few hundred times
 a second, not once per decision) and compares
-(:class:`policy.shadow.Shadow`, pure) and hands each difference back to the loop, which logs it
-as a ``SHADOW`` record. A comparison that raises is counted, named by its exception's type in
-the server's log and in a ``SHADOW`` record of kind ``failed``; nothing of it reaches a
-response. The candidate never calls an executor: it sees the observations the promoted build's
-resolution made.
+(:class:`policy.offline.shadow.Shadow`, pure) and hands each difference back to the loop,
+which logs it as a ``SHADOW`` record. A comparison that raises is counted, named by its
+exception's type in the server's log and in a ``SHADOW`` record of kind ``failed``; nothing
+of it reaches a response. The candidate never calls an executor: it sees the observations the
+promoted build's resolution made.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from compiler.build import Build
-from policy.canonical import decode_canonical_cbor
-from policy.decision import Decision
-from policy.jsonvalue import thaw
-from policy.recorded import Inputs, Summary
-from policy.shadow import CACHE_SIZE, CALL, DISCLOSURE, FAILED, Shadow
-from policy.state import Call, ContextState
+from compiler.builds.build import Build
+from policy.engine.decision import Decision
+from policy.engine.state import Call, ContextState
+from policy.json.canonical import decode_canonical_cbor
+from policy.json.value import thaw
+from policy.offline.recorded import Inputs, Summary
+from policy.offline.shadow import CACHE_SIZE, CALL, DISCLOSURE, FAILED, Shadow
 from servers.log.decision_log import Admitted, DecisionLogError, Fragment, fragment
 from servers.runtime.metrics import ShadowMetrics
 from servers.runtime.redact import shortened

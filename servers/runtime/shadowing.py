@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from policy.decision import DUPLICATE, Decision
-from policy.recorded import Inputs, Summary
-from policy.state import Call, ContextState
+from policy.engine.decision import DUPLICATE, Decision
+from policy.engine.state import Call, ContextState
+from policy.offline.recorded import Inputs, Summary
 from servers.log.decision_log import Admitted, Fragment, admit
 from servers.runtime import events
 from servers.runtime.shadow import BACKLOG, CallJob, Job, ResolveJob, ShadowWorker

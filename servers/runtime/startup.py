@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import keyring
 
-from compiler.build import Build, load_build
+from compiler.builds.build import Build, load_build
 from compiler.diagnostics import CompileError
 from policy.diagnostic import DiagnosticError
 from servers.config.files import (
@@ -144,7 +144,7 @@ class StartRefused(DiagnosticError):
 
 
 def _load_build(build_dir: str | Path) -> Build:
-    """:func:`~compiler.build.load_build`, its refusal's diagnostics naming ``build_dir``."""
+    """:func:`~compiler.builds.build.load_build`, its refusal's diagnostics naming ``build_dir``."""
     try:
         return load_build(build_dir)
     except CompileError as exc:

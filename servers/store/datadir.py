@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from policy.diagnostic import Diagnostic, DiagnosticError, Location
-from policy.strictjson import JsonError, dump_bytes, loads
+from policy.json.strict import JsonError, dump_bytes, loads
 
 OWNER_LOCK = "owner.lock"
 RUNTIME_KEY = "runtime.key"

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from policy.canonical import canonical_json, decode_canonical_cbor
+from policy.json.canonical import canonical_json, decode_canonical_cbor
 from servers.log.decision_log import Admitted
 from servers.store.rows import (
     FINAL_STATUSES,

@@ -27,8 +27,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from policy.canonical import canonical_json, decode_canonical_cbor
-from policy.strictjson import encodable, loads
+from policy.json.canonical import canonical_json, decode_canonical_cbor
+from policy.json.strict import encodable, loads
 from servers.store.rows import (
     TURN_OUTCOMES,
     ApprovalRow,

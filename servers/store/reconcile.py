@@ -25,8 +25,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any, TypeGuard
 
-from policy.canonical import EncodingError, canonical_cbor, canonical_json
-from policy.state import CONTEXT_TTL_MS
+from policy.engine.state import CONTEXT_TTL_MS
+from policy.json.canonical import EncodingError, canonical_cbor, canonical_json
 from servers.log.decision_log import DecisionLog, DecisionLogError, admit
 from servers.log.reading import read_at
 from servers.store.dispatch import RECONCILED, UNKNOWN, ContextRow, IntentRow, Store

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
-from policy.jsonvalue import EMPTY_MAP, freeze
-from policy.strictjson import loads
+from policy.json.strict import loads
+from policy.json.value import EMPTY_MAP, freeze
 from servers.wire import reasons
 
 PENDING, SUCCEEDED, FAILED, UNKNOWN = "PENDING", "SUCCEEDED", "FAILED", "UNKNOWN"
@@ -133,7 +133,7 @@ def check_ms(name: str, value: object) -> None:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextRow:
     """One resolved context: its coordinates (a JSON map, frozen) and the availability
-    observations it used, as canonical CBOR bytes (``policy.canonical.canonical_cbor``)."""
+    observations it used, as canonical CBOR bytes (``policy.json.canonical.canonical_cbor``)."""
 
     context_ref: str
     build: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compiler.build import SUPPORTED_RUNTIMES
+from compiler.builds.build import SUPPORTED_RUNTIMES
 from servers.wire.answers import Capabilities, Integrations
 
 NATIVE_INTEGRATIONS = (

@@ -1,5 +1,5 @@
 /**
- * JSON at the SDK's boundary, as strict as the runtime's (`policy/strictjson.py`):
+ * JSON at the SDK's boundary, as strict as the runtime's (`policy/json/strict.py`):
  *
  * - {@link parseStrict} reads untrusted text (the runtime's answers, the arguments a model
  *   sends) and refuses what `JSON.parse` would let through silently: a key given twice in one

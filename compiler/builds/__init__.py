@@ -1,0 +1,1 @@
+"""Builds, the registry of verified builds, and promotion."""

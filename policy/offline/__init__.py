@@ -1,0 +1,1 @@
+"""The engine over recorded decisions: replay, what-if and shadow comparison."""

@@ -1,0 +1,1 @@
+"""`seif bundle`: a self-contained Runtime bundle of a verified build."""

@@ -1,0 +1,159 @@
+"""`seif validate`, `seif test` and `seif build`: one project file compiled, its tests run with
+the engine alone, and an immutable build written. The three take the project the same way (as
+FILE or as ``--project FILE``) and report it the same way, so they are one module."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from compiler.builds.build import write_build
+from compiler.driver import CompileResult, compile_file
+from policy.engine.testing import run_tests
+from policy.ir import Project
+from seif.cli.output import (
+    EXIT_NOT_ACCEPTABLE,
+    EXIT_OK,
+    EXIT_USAGE,
+    emit_json,
+    print_diagnostics,
+    print_report,
+    problem,
+    say,
+    warn,
+)
+from seif.cli.parsing import command
+
+
+def add_parser(sub: Any) -> None:
+    """``seif validate``, ``seif test`` and ``seif build``."""
+    for name, summary, example, run in (
+        ("validate", "check a project declaration (JSON or .seif)",
+         "seif validate reference/agent-tools/context-project.json", cmd_validate),
+        ("test", "run the project's tests with the engine alone (no executor)",
+         "seif test reference/agent-tools/context-project.seif", cmd_test),
+    ):  # fmt: skip
+        parser = command(sub, name, summary, example, description=summary)
+        _project_arguments(parser)
+        parser.set_defaults(run=run)
+    summary = "validate, test and write an immutable build"
+    example = "seif build reference/agent-tools/context-project.json --out out/build"
+    build = command(sub, "build", summary, example, description=summary)
+    _project_arguments(build, json_output=False)
+    build.add_argument(
+        "--out", required=True, metavar="DIR",
+        help="the build directory: new, empty, or holding a previous build (replaced)",
+    )  # fmt: skip
+    build.set_defaults(run=cmd_build)
+
+
+def _project_arguments(parser: argparse.ArgumentParser, *, json_output: bool = True) -> None:
+    parser.add_argument("project_file", nargs="?", metavar="FILE", help="the project file")
+    parser.add_argument(
+        "--project", metavar="FILE", help="the project file (`.json` or `.seif`), as FILE"
+    )
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def project_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``args.project`` from FILE or ``--project FILE``, given once (a usage error otherwise)."""
+    if args.project is not None and args.project_file is not None:
+        parser.error("give the project once: as FILE or as --project FILE")
+    args.project = args.project or args.project_file
+    if args.project is None:
+        parser.error(f"`seif {args.command}` needs a project file: seif {args.command} FILE")
+
+
+def exit_code_for(result: CompileResult) -> int:
+    """0 valid; 2 when the file could not be read at all; 1 for any other diagnostic."""
+    if result.ok:
+        return EXIT_OK
+    if any(d.code == "FILE_UNREADABLE" for d in result.diagnostics):
+        return EXIT_USAGE
+    return EXIT_NOT_ACCEPTABLE
+
+
+def tool_rows(project: Project | None) -> list[dict[str, Any]]:
+    if project is None:
+        return []
+    return [
+        {"id": t.id, "version": t.version, "contractDigest": t.contract_digest}
+        for t in project.tools
+    ]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    result = compile_file(args.project)
+    if args.json:
+        emit_json(
+            {
+                "ok": result.ok,
+                "diagnostics": [d.to_json() for d in result.diagnostics],
+                "tools": tool_rows(result.project),
+            }
+        )
+        return exit_code_for(result)
+    print_diagnostics(result.diagnostics, args.project, result.source)
+    if result.project is None:
+        count = len(result.diagnostics)
+        say(f"{args.project}: invalid, {count} error{'s' if count != 1 else ''}")
+    else:
+        say(f"{args.project}: valid, {len(result.project.tools)} tools")
+        for row in tool_rows(result.project):
+            say(f"  {row['id']} {row['version']} {row['contractDigest']}")
+    return exit_code_for(result)
+
+
+BUILD_FILES = frozenset({"build.cbor", "manifest.json"})
+
+
+def refused_out(out: Path) -> str | None:
+    """Why ``--out`` cannot take a build (None: it can): it is a file, or a directory holding
+    anything but a previous build, which nothing must overwrite."""
+    if out.exists() and not out.is_dir():
+        return f"`{out}` is a file: give a directory for the build"
+    if out.is_dir():
+        others = sorted(p.name for p in out.iterdir() if p.name not in BUILD_FILES)
+        if others:
+            shown = ", ".join(f"`{name}`" for name in others[:3])
+            return f"`{out}` holds other files ({shown}): give a new or empty directory"
+    return None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    refusal = refused_out(Path(args.out))
+    if refusal is not None:
+        problem(args.out, "OUT_REFUSED", f"{refusal}; nothing was written")
+        return EXIT_USAGE
+    result = compile_file(args.project)
+    if result.project is None:
+        print_diagnostics(result.diagnostics, args.project, result.source)
+        warn(f"{args.project}: invalid, no build written")
+        return exit_code_for(result)
+    report = run_tests(result.project)
+    if not report.passed:
+        print_report(args.project, report, to_stderr=True)
+        warn(f"{args.project}: tests failed, no build written")
+        return EXIT_NOT_ACCEPTABLE
+    build = write_build(result.project, args.out)
+    say(build.digest)
+    return EXIT_OK
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    result = compile_file(args.project)
+    if result.project is None:
+        if args.json:
+            emit_json({"ok": False, "diagnostics": [d.to_json() for d in result.diagnostics]})
+        else:
+            print_diagnostics(result.diagnostics, args.project, result.source)
+        return exit_code_for(result)
+    report = run_tests(result.project)
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        print_report(args.project, report)
+        say(f"{len(report.results)} tests, {sum(r.passed for r in report.results)} passed")
+    return EXIT_OK if report.passed else EXIT_NOT_ACCEPTABLE

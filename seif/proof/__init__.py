@@ -1,0 +1,1 @@
+"""`seif prove`'s steps and the processes they start (docs/delivery.md)."""
