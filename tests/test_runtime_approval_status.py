@@ -147,7 +147,7 @@ def test_pending_and_unused_approval_expire_and_are_logged(tmp_path: Path) -> No
         ctx = await _ask(s)
         clock.advance(APPROVAL_TTL_MS)
         assert await _status(s, ctx, "p1") == {"state": "EXPIRED"}
-        assert runtime.pending_calls() == []
+        assert runtime.approvals.pending_calls() == []
         assert await _status(s, ctx, "p1") == {"state": "EXPIRED"}
         expired = [e for e in await _events(s, ctx) if e["event"] == "APPROVAL_EXPIRED"]
         assert [(e["callId"], e["expired"]) for e in expired] == [("p1", "PENDING")]

@@ -103,7 +103,7 @@ def test_pending_calls_per_context_keep_the_newest_32(tmp_path: Path) -> None:
 def test_pending_calls_in_all_drop_the_oldest(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
         assert runtime.pending.in_all == 10_000 and runtime.pending.per_context == 32
-        runtime.pending = PendingCalls(in_all=30)  # the bound in all, made reachable
+        runtime.approvals.pending = PendingCalls(in_all=30)  # the bound in all, made reachable
         first = (await s.resolve())["contextRef"]
         second = (await s.resolve())["contextRef"]
         for i in range(20):
@@ -353,7 +353,7 @@ async def flood(s: Stack, contexts: int, per_context: int) -> list[tuple[str, st
 def test_one_credential_filling_its_pending_quota_never_drops_another_s(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
         assert runtime.pending.per_credential == 1_000
-        runtime.pending = PendingCalls(per_credential=10)  # the quota, made reachable
+        runtime.approvals.pending = PendingCalls(per_credential=10)  # the quota, made reachable
         ctx = (await s.resolve())["contextRef"]
         for i in range(3):
             await ask(s, ctx, f"p{i}", proposal(i))
@@ -368,7 +368,7 @@ def test_one_credential_filling_its_pending_quota_never_drops_another_s(tmp_path
 
 def test_the_pending_bounds_in_all_drop_the_busiest_credential_s_oldest(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
-        runtime.pending = PendingCalls(in_all=12)  # the bound in all, made reachable
+        runtime.approvals.pending = PendingCalls(in_all=12)  # the bound in all, made reachable
         ctx = (await s.resolve())["contextRef"]
         for i in range(3):
             await ask(s, ctx, f"p{i}", proposal(i))
