@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -24,6 +23,7 @@ from compiler.authoring.show import show_tools
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
 from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_tool
 from compiler.diagnostics import CompileError
+from compiler.readfile import read_regular
 from policy.strictjson import JsonError, loads
 from servers.design.workspace import Shape, Workspace, body_of, json_field, refused, workspace
 from servers.http import wire
@@ -52,14 +52,19 @@ CHECK_CALL: Shape = {
 }
 
 
-def operation(shape: Shape, compute: Compute) -> Callable[[web.Request], Any]:
-    """A handler: the body checked against ``shape``, then ``compute`` in the worker thread."""
+def operation(
+    shape: Shape, compute: Compute, *, changes: bool = True
+) -> Callable[[web.Request], Any]:
+    """A handler: the body checked against ``shape``, then ``compute`` in a worker thread,
+    under the workspace's lock when it ``changes`` a file (:meth:`Workspace.run`), without it
+    when it only reads (:meth:`Workspace.read`)."""
 
     async def handle(request: web.Request) -> web.Response:
         body = await body_of(request, shape)
         ws = workspace(request)
+        run = ws.run if changes else ws.read
         try:
-            result = await ws.run(compute, ws, body)
+            result = await run(compute, ws, body)
         except CompileError as exc:
             raise refused(exc) from None
         return wire.json_response(result)
@@ -170,7 +175,7 @@ def _bindings(ws: Workspace) -> dict[str, Any] | None:
     if ws.bindings is None:
         return None
     try:
-        document = loads(Path(ws.bindings).read_bytes())
+        document = loads(read_regular(ws.bindings))
     except (OSError, JsonError):
         return None
     return document if isinstance(document, dict) else None
@@ -178,7 +183,7 @@ def _bindings(ws: Workspace) -> dict[str, Any] | None:
 
 async def project_state(request: web.Request) -> web.Response:
     ws = workspace(request)
-    return wire.json_response(await ws.run(overview, ws))
+    return wire.json_response(await ws.read(overview, ws))
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -186,4 +191,4 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/api/tools/new", operation(NEW, _new))
     router.add_post("/api/tools/include", operation(INCLUDE, _include))
     router.add_post("/api/tools/protect", operation(PROTECT, _protect))
-    router.add_post("/api/tools/check-call", operation(CHECK_CALL, _check_call))
+    router.add_post("/api/tools/check-call", operation(CHECK_CALL, _check_call, changes=False))

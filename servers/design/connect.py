@@ -65,10 +65,11 @@ def _release(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _form(ws: Workspace, _body: dict[str, Any]) -> dict[str, Any]:
-    if ws.bindings is None:
+    path = ws.bindings
+    if path is None:
         message = "no bindings file yet: prepare a release, or open a bindings file"
         raise HttpError(404, "NO_BINDINGS", message)
-    return bindingform.form(ws.project, ws.bindings)
+    return bindingform.form(ws.project, path)
 
 
 def _open(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
@@ -79,16 +80,17 @@ def _open(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _save(ws: Workspace, body: dict[str, Any]) -> dict[str, Any]:
-    if ws.bindings is None:
+    path = ws.bindings  # once: opening another file does not wait for a change
+    if path is None:
         return _form(ws, body)
     secret = body["secretRef"]
-    return bindingform.save(ws.project, ws.bindings, body["tool"], body["endpoint"], secret)
+    return bindingform.save(ws.project, path, body["tool"], body["endpoint"], secret)
 
 
 async def bindings_state(request: web.Request) -> web.Response:
     ws = workspace(request)
     try:
-        return wire.json_response(await ws.run(_form, ws, {}))
+        return wire.json_response(await ws.read(_form, ws, {}))
     except AuthoringError as exc:
         raise refused(exc) from None
 
@@ -97,5 +99,5 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/api/starter", operation(STARTER, _starter))
     router.add_post("/api/release", operation(RELEASE, _release))
     router.add_get("/api/bindings", bindings_state)
-    router.add_post("/api/bindings/open", operation(OPEN, _open))
+    router.add_post("/api/bindings/open", operation(OPEN, _open, changes=False))
     router.add_post("/api/bindings", operation(SAVE, _save))
