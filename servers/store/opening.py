@@ -26,6 +26,7 @@ from servers.store.datadir import DECISION_LOG, DISPATCH_DB, RUNTIME_KEY, DataDi
 from servers.store.dispatch import Store, StoreDamaged, StoreError
 from servers.store.reconcile import LogFacts, Reconciled, reconcile
 
+LOG_TRUNCATED = "LOG_TRUNCATED"
 _STORE_FILES = f"`{DISPATCH_DB}`, `{DISPATCH_DB}-wal` and `{DISPATCH_DB}-shm`"
 AFRESH = (
     f"to start afresh instead, move {_STORE_FILES} and `{DECISION_LOG}` aside (keep them for"
@@ -191,13 +192,47 @@ def _accept(data: DataDir, store: Store | None, mark: int, scan: LogScan) -> Non
     if store is None and scan.records:
         message = f"`{DISPATCH_DB}` is missing, but `{DECISION_LOG}` holds {scan.records} records"
         raise _refused(data.store_path, "STORE_MISSING", message, REBUILD + "; or " + AFRESH)
-    if scan.last_seq < mark:
-        torn = f" (and {scan.torn} bytes of an incomplete record)" if scan.torn else ""
-        message = (
-            f"`{DECISION_LOG}` ends at seq {scan.last_seq}{torn}, but `{DISPATCH_DB}` saw it"
-            f" reach seq {mark}: records were lost (a truncated, replaced or older log)"
-        )
-        raise _refused(data.log_path, "LOG_TRUNCATED", message, RESTORE_LOG)
+    lost = truncation(scan.last_seq, mark, scan.torn)
+    if lost is not None:
+        raise _refused(data.log_path, LOG_TRUNCATED, lost, RESTORE_LOG)
+
+
+def truncation(last_seq: int, mark: int, torn: int = 0) -> str | None:
+    """Why a log that ends at ``last_seq`` (``torn`` bytes of an incomplete record after it)
+    lost records, when the store saw it reach ``mark`` (:attr:`Store.log_mark`); None when it
+    did not. The runtime refuses such a log at start, ``seif trace verify --data`` fails it."""
+    if last_seq >= mark:
+        return None
+    tail = f" (and {torn} bytes of an incomplete record)" if torn else ""
+    return (
+        f"`{DECISION_LOG}` ends at seq {last_seq}{tail}, but `{DISPATCH_DB}` saw it reach"
+        f" seq {mark}: records were lost (a truncated, replaced or older log)"
+    )
+
+
+def recorded_mark(store_path: Path) -> int | None:
+    """The store's mark of the log (:attr:`Store.log_mark`) read without changing anything
+    and without the directory's lock, so while the runtime serves: no migration, no recovery,
+    a read-only connection (one that opens no write-ahead log where none is: a store closed
+    cleanly is read as it is on disk). None without a store file; 0 for an empty one or one
+    of schema version 1 (no mark yet: the runtime then reads the whole log). A store that
+    cannot be read is a :class:`StoreError`."""
+    if not store_path.exists():
+        return None
+    wal = store_path.with_name(store_path.name + "-wal")
+    quiet = "" if wal.exists() else "&immutable=1"
+    uri = f"{store_path.absolute().as_uri()}?mode=ro{quiet}"
+    try:
+        db = sqlite3.connect(uri, uri=True, timeout=10)
+        try:
+            if db.execute("PRAGMA user_version").fetchone()[0] < 2:
+                return 0
+            row = db.execute("SELECT seq FROM log_mark WHERE id = 1").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"`{store_path}` cannot be read: {exc}") from None
+    return int(row[0]) if row is not None else 0
 
 
 def _new_runtime_key(data: DataDir, store: Store, facts: LogFacts) -> bytes:
