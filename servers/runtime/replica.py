@@ -4,7 +4,9 @@ The replica is named (``--replica-id``, by default host and pid) in the store's 
 and in every record it logs; it holds a lease the store renews every third of its length,
 and an intent of a replica whose lease lapsed is made ``UNKNOWN`` by the others
 (``servers.store.postgres``). The fingerprint key must come from the bindings' ``traceKeyRef``:
-every replica must compute the same fingerprints, so a replica without one is refused.
+every replica must compute the same fingerprints, so a replica without one is refused, and so
+is one whose key is not the one the store records (``TRACE_KEY_CHANGED``,
+``servers.store.keycheck``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import psycopg
 from servers.config.files import Bindings, ConfigError, Problem
 from servers.runtime.shared_pending import SharedPendingCalls
 from servers.runtime.turns import StoredTurns
+from servers.store import keycheck
 from servers.store.pg_held import HeldTable
 from servers.store.postgres import PgDecisionLog, PgStore
 from servers.store.rows import StoreError
@@ -129,5 +132,12 @@ def prepare_replica(
         message = f"the lease must last {MIN_LEASE_MS / 1000:g} s at least"
         raise ConfigError([Problem("LEASE_TOO_SHORT", "--lease-timeout", "", message)])
     name = replica_id or default_replica_id()
-    store = PgStore.open(url, replica_id=name, lease_ms=lease_ms, now_ms=now_ms)
+    check = keycheck.check_value(bindings.trace_key)
+    try:
+        store = PgStore.open(
+            url, replica_id=name, lease_ms=lease_ms, now_ms=now_ms, key_check=check
+        )
+    except keycheck.KeyChanged as exc:
+        problem = Problem(keycheck.TRACE_KEY_CHANGED, bindings_file, "/traceKeyRef", exc.message)
+        raise ConfigError([problem]) from None
     return ReplicaHold(store, store.log, bindings.trace_key, name, lease_ms)

@@ -5,9 +5,11 @@ Every refusal is a :class:`~servers.store.datadir.DataDirError` naming the file,
 remedy (``seif serve`` exits 2), raised before anything is changed: a damaged store or log (a
 log whose chain of record digests breaks: ``LOG_CHAIN_BROKEN``, naming the seq), a log that
 lost records the store had seen (:attr:`Store.log_mark`), a missing log, store or key
-while the others hold history. The cost is the log's one pass at open (every record decoded
-and checked once, as before), ``PRAGMA quick_check`` (every page of the store read once) and,
-for the records after the store's mark, one indexed query per :data:`~reconcile.CHUNK`
+while the others hold history, another fingerprint key than the one the fingerprints kept
+were made with (``TRACE_KEY_CHANGED``: ``servers.store.keycheck``; ``key.check`` is written
+once all is accepted). The cost is the log's one pass at open (every record decoded and
+checked once, as before), ``PRAGMA quick_check`` (every page of the store read once) and, for
+the records after the store's mark, one indexed query per :data:`~reconcile.CHUNK`
 candidates. The table of damages and remedies is in ``docs/data-directory.md``.
 """
 
@@ -22,7 +24,15 @@ from pathlib import Path
 from servers.log.decision_log import DecisionLog, DecisionLogError, LogScan, TailNotSaved
 from servers.log.index import MAX_CONTEXTS
 from servers.log.reading import ChainBroken, DamagedRecord
-from servers.store.datadir import DECISION_LOG, DISPATCH_DB, RUNTIME_KEY, DataDir, DataDirError
+from servers.store import keycheck
+from servers.store.datadir import (
+    DECISION_LOG,
+    DISPATCH_DB,
+    KEY_CHECK,
+    RUNTIME_KEY,
+    DataDir,
+    DataDirError,
+)
 from servers.store.dispatch import Store, StoreDamaged, StoreError
 from servers.store.reconcile import LogFacts, Reconciled, reconcile
 
@@ -70,6 +80,7 @@ def open_data(
     key = trace_key
     if key is None and data.has_runtime_key():
         key = data.runtime_key()  # a bad key file is refused before anything is opened
+    recorded = data.key_check()  # and so is a bad check file
     with contextlib.ExitStack() as undo:
         store = _existing_store(data, now_ms)
         if store is not None:
@@ -91,9 +102,12 @@ def open_data(
             undo.callback(store.close)
         if key is None:
             key = _new_runtime_key(data, store, facts)
+        _check_key(data, key, recorded, store, facts)
         store.attach_log(log)
         reconciled = reconcile(store, log, facts, now_ms)
         store.mark_log()
+        if recorded is None or not keycheck.matches(recorded, key):
+            data.record_key_check(keycheck.check_value(key))  # the first start with this key
         undo.pop_all()
     return OpenedData(store=store, log=log, key=key, reconciled=reconciled)
 
@@ -235,9 +249,33 @@ def recorded_mark(store_path: Path) -> int | None:
     return int(row[0]) if row is not None else 0
 
 
+def _fingerprinted(store: Store, facts: LogFacts) -> bool:
+    """Whether the store or the log holds an argument fingerprint."""
+    return facts.fingerprints or store.has_fingerprints()
+
+
+def _check_key(
+    data: DataDir, key: bytes, recorded: str | None, store: Store, facts: LogFacts
+) -> None:
+    """Refuse a key that is not the one ``key.check`` records while a fingerprint made with
+    that one is kept (``servers.store.keycheck``)."""
+    if recorded is None or keycheck.matches(recorded, key) or not _fingerprinted(store, facts):
+        return
+    message = (
+        f"the fingerprint key in use (the bindings' `traceKeyRef` key, else `{RUNTIME_KEY}`) is"
+        f" not the one `{KEY_CHECK}` records, and the store or the log holds fingerprints made"
+        f" with that one: {keycheck.CONSEQUENCE}"
+    )
+    remedy = (
+        "start with the key this data directory was written with (the `traceKeyRef` secret it"
+        f" had, or no `traceKeyRef` for `{RUNTIME_KEY}`); to use the new key, " + AFRESH
+    )
+    raise _refused(data.key_check_path, keycheck.TRACE_KEY_CHANGED, message, remedy)
+
+
 def _new_runtime_key(data: DataDir, store: Store, facts: LogFacts) -> bytes:
     """A key is created only while nothing holds a fingerprint made with a lost one."""
-    if facts.fingerprints or store.has_fingerprints():
+    if _fingerprinted(store, facts):
         message = (
             f"`{RUNTIME_KEY}` is missing, but the store or the log holds fingerprints made with it"
         )
