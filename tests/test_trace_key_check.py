@@ -40,6 +40,7 @@ from runtime_harness import (
 )
 
 from servers.config.files import TRACE_KEY_CONTEXT
+from servers.log.decision_log import cbor_items
 from servers.store.keycheck import LABEL, KeyChanged, check_value
 from servers.store.postgres import PgStore
 
@@ -114,6 +115,11 @@ def test_the_first_start_records_the_key_and_a_start_with_another_is_refused(
             assert first.wait(20) == 0
         finally:
             stop(first)
+        log = config.data / "decisions.cbor"
+        with log.open("rb") as fh:
+            *_, (_at, last, _record) = cbor_items(fh)
+        with log.open("ab") as fh:  # a torn record too: refused before the log's tail is cut
+            fh.write(last[: len(last) // 2])
         before = _files(config.data)
         err = _refused_start(config, _env(OTHER), "other")
         assert f"{config.data / 'key.check'}: TRACE_KEY_CHANGED: " in err, err

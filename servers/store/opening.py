@@ -88,13 +88,9 @@ def open_data(
         mark = store.log_mark if store is not None else 0
         if store is not None and not data.log_path.exists() and store.has_rows():
             raise _refused(data.log_path, "LOG_MISSING", _log_missing(mark), RESTORE_LOG)
-        facts, existing = LogFacts(store, mark), store
-        log = _open_log(
-            data.log_path,
-            facts,
-            lambda scan: _accept(data, existing, mark, scan),
-            trace_contexts,
-        )
+        facts = LogFacts(store, mark)
+        accept = _acceptor(data, store, mark, facts, (key, recorded))
+        log = _open_log(data.log_path, facts, accept, trace_contexts)
         undo.callback(log.close)
         facts.finish()
         if store is None:
@@ -102,7 +98,6 @@ def open_data(
             undo.callback(store.close)
         if key is None:
             key = _new_runtime_key(data, store, facts)
-        _check_key(data, key, recorded, store, facts)
         store.attach_log(log)
         reconciled = reconcile(store, log, facts, now_ms)
         store.mark_log()
@@ -198,6 +193,28 @@ def _damage_remedy(exc: DamagedRecord) -> str:
 
 def _access_remedy(path: Path) -> str:
     return f"make `{path}` a regular file readable and writable by this user (mode 0600)"
+
+
+def _acceptor(
+    data: DataDir,
+    store: Store | None,
+    mark: int,
+    facts: LogFacts,
+    keys: tuple[bytes | None, str | None],
+) -> Callable[[LogScan], None]:
+    """What the log's pass calls once it has seen every record, before anything is changed:
+    :func:`_accept`, then :func:`_check_key` with the key in use and the check value recorded
+    (``keys``). Without a store, or without a key yet, no fingerprint can be kept under
+    another key: a log with records and no store is refused, and a key is created only while
+    nothing holds a fingerprint (:func:`_new_runtime_key`)."""
+    key, recorded = keys
+
+    def accept(scan: LogScan) -> None:
+        _accept(data, store, mark, scan)
+        if store is not None and key is not None:
+            _check_key(data, key, recorded, store, facts)
+
+    return accept
 
 
 def _accept(data: DataDir, store: Store | None, mark: int, scan: LogScan) -> None:
