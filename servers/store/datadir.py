@@ -93,7 +93,7 @@ KEY_REMEDY = (
 
 CHECK_REMEDY = (
     f"restore `{KEY_CHECK}` from a backup of this data directory (65 bytes, mode 0600, owned"
-    f" by this user; `chmod 600` mends the mode), or remove it if the key in use is the one"
+    " by this user; `chmod 600` mends the mode), or remove it if the key in use is the one"
     " its fingerprints were made with: the next start writes it again"
 )
 
