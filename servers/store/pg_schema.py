@@ -42,7 +42,7 @@ from servers.store.rows import (
 )
 from servers.support.memo import remembered
 
-PG_SCHEMA_VERSION = 3
+PG_SCHEMA_VERSION = 4
 MIGRATION_LOCK = 0x5E1F_0019_5C4E_3A01
 """The advisory lock key (one 64-bit integer) the migrations hold; any constant, used only here."""
 
@@ -270,7 +270,16 @@ END $$;
 ``status = 'PENDING'`` let the planner pick the partial index of every replica's pending
 intents, scanning them all on each completion)."""
 
-MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2, 3: COMPLETE_V3}
+KEY_CHECK_V4 = """
+CREATE TABLE key_check (
+    id integer PRIMARY KEY CHECK (id = 1),
+    value text NOT NULL CHECK (value ~ '^[0-9a-f]{64}$')
+);
+"""
+"""Version 4: the check value of the fingerprint key every replica must use, recorded by the
+first replica that starts (``servers.store.keycheck``): never the key itself."""
+
+MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2, 3: COMPLETE_V3, 4: KEY_CHECK_V4}
 """What brings a database from version ``n - 1`` to ``n``; version 0 is an empty database."""
 
 INTENT_COLUMNS = "context_ref, call_id, tool, fingerprint, status, reason, created_at, completed_at"

@@ -40,7 +40,7 @@ from psycopg.rows import RowFactory, class_row, dict_row, tuple_row
 from psycopg_pool import PoolTimeout
 
 from servers.log.decision_log import Admitted, observed
-from servers.store import jobs
+from servers.store import jobs, keycheck
 from servers.store import pg_schema as schema
 from servers.store.pg_log import (
     RELEASE,
@@ -128,11 +128,15 @@ class PgStore:
         pool_min: int = POOL_MIN,
         pool_max: int = POOL_MAX,
         timeout_s: int = CONNECT_TIMEOUT_S,
+        key_check: str | None = None,
     ) -> PgStore:
-        """Connect, migrate (``servers.store.pg_schema.migrate``) and register the replica
-        with a lease until ``now_ms + lease_ms``; any refusal is a :class:`StoreError` (another
-        process holding a live lease under this id, say). This replica's intents left
-        ``PENDING`` by an earlier run become ``UNKNOWN`` (``INTERRUPTED``: :attr:`interrupted`)."""
+        """Connect, migrate (``servers.store.pg_schema.migrate``), check the fingerprint key's
+        ``key_check`` value when given (``servers.store.keycheck.claim``: a store that records
+        another is a :class:`~servers.store.keycheck.KeyChanged`, before anything else is
+        written) and register the replica with a lease until ``now_ms + lease_ms``; any other
+        refusal is a :class:`StoreError` (another process holding a live lease under this id,
+        say). This replica's intents left ``PENDING`` by an earlier run become ``UNKNOWN``
+        (``INTERRUPTED``: :attr:`interrupted`)."""
         check_id("replica_id", replica_id)
         if type(lease_ms) is not int or lease_ms <= 0:
             raise ValueError("lease_ms must be a positive integer")
@@ -141,6 +145,8 @@ class PgStore:
         conn, where = schema.connect(url, timeout_s), schema.redacted(url)
         try:
             schema.migrate(conn, where)
+            if key_check is not None:
+                keycheck.claim(conn, key_check, where)
             incarnation = secrets.token_hex(8)
             interrupted, last = register(conn, replica_id, incarnation, now, lease_ms)
         except BaseException as exc:
