@@ -6,12 +6,11 @@ no lock (a data directory's log can be verified while the runtime serves). With 
 log is also compared with the store's mark (the last seq ``dispatch.sqlite`` saw durable, read
 before the log's snapshot is taken, so the snapshot holds every record the mark covers): a log
 that ends before it lost records, ``LOG_TRUNCATED``, as the runtime refuses it at start
-(``servers.store.opening.truncation``, one check for both). Exit codes: 0 the chain holds (the
-record count and the head printed) and, with ``--data``, the log reaches the store's mark; 1 it
-breaks (the first record whose ``prev`` does not match the record before it named as
-``seq N``), or it ends before the mark (``LOG_TRUNCATED``); 2 an unreadable log or store.
-Records of version 1 before the chain begins are counted as unchained, not as a break.
-"""
+(``servers.store.sqlite.opening.truncation``, one check for both). Exit codes: 0 the chain holds
+(the record count and the head printed) and, with ``--data``, the log reaches the store's mark; 1 it
+breaks (the first record whose ``prev`` does not match the record before it named as ``seq N``), or
+it ends before the mark (``LOG_TRUNCATED``); 2 an unreadable log or store. Records of version 1
+before the chain begins are counted as unchained, not as a break."""
 
 from __future__ import annotations
 
@@ -23,9 +22,9 @@ from typing import Any
 from seif.output import EXIT_NOT_ACCEPTABLE, EXIT_OK, emit_json, refused, say
 from seif.tracefile import TraceFileError, TraceLog, data_log, open_log
 from servers.log.chain import Verified
-from servers.store.datadir import DISPATCH_DB
-from servers.store.opening import LOG_TRUNCATED, recorded_mark, truncation
 from servers.store.rows import StoreError
+from servers.store.sqlite.datadir import DISPATCH_DB
+from servers.store.sqlite.opening import LOG_TRUNCATED, recorded_mark, truncation
 
 
 def add_parser(actions: Any) -> None:

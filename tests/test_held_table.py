@@ -1,5 +1,5 @@
 """The shared store's parts replicas coordinate with, against a real PostgreSQL server: the
-held calls' table (``servers.store.pg_held``), the advisory locks (``PgStore.exclusive``) and
+held calls' table (``servers.store.postgres.held``), the advisory locks (``PgStore.exclusive``) and
 the write pool's recovery. Each case here once broke (a review of the replicas' sharing)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pg_support
 import psycopg
 import pytest
 
-from servers.store.pg_held import HeldRow, HeldTable
-from servers.store.postgres import PgStore
+from servers.store.postgres.held import HeldRow, HeldTable
+from servers.store.postgres.sealing import Sealer
+from servers.store.postgres.store import PgStore
 from servers.store.rows import StoreError
-from servers.store.sealing import Sealer
 
 pg_url = pg_support.pg_url
 NOW = 1_800_000_000_000

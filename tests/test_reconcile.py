@@ -23,10 +23,10 @@ from runtime_harness import (
 )
 
 from servers.log.decision_log import DecisionLog, admit, read_records
-from servers.store.datadir import DataDir, DataDirError
-from servers.store.dispatch import RECONCILED, UNKNOWN, Store
 from servers.store.keycheck import check_value
-from servers.store.opening import open_data
+from servers.store.sqlite.datadir import DataDir, DataDirError
+from servers.store.sqlite.opening import open_data
+from servers.store.sqlite.store import RECONCILED, UNKNOWN, Store
 
 LEARNER = {"objective": "learner", "consumer": "tutor-app"}
 

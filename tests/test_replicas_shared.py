@@ -21,10 +21,10 @@ from test_replicas import TRACE_ENV, replicas
 from policy.state import APPROVAL_TTL_MS
 from servers.config.files import TRACE_KEY_CONTEXT
 from servers.mcp.app import McpOptions
-from servers.store.pg_held import HeldTable
-from servers.store.postgres import PgStore
+from servers.store.postgres.held import HeldTable
+from servers.store.postgres.sealing import Sealer
+from servers.store.postgres.store import PgStore
 from servers.store.rows import StoreError, StoreUnanswered
-from servers.store.sealing import Sealer
 
 MARKER = "held-marker-5d1c9e"
 ASKED = {**PROPOSAL, "summary": f"fix the typo {MARKER}"}

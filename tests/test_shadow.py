@@ -33,7 +33,7 @@ from seif.cli import main
 from seif.tracefile import open_log
 from servers.http.app import RUNTIME
 from servers.runtime.shadow import ShadowWorker
-from servers.store.datadir import DECISION_LOG
+from servers.store.sqlite.datadir import DECISION_LOG
 
 SEARCH = {"query": "median", "limit": 8}
 
@@ -346,7 +346,7 @@ def test_replicas_on_postgresql_log_their_shadows_in_the_shared_table(
     the shared table, and agree with a what-if over it."""
     from test_replicas import replicas
 
-    from servers.store.pg_log import decoded, stored_records
+    from servers.store.postgres.log import decoded, stored_records
 
     candidate = _candidate_dir(tmp_path)
 

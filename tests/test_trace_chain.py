@@ -48,8 +48,8 @@ from servers.log.decision_log import (
     read_records,
 )
 from servers.log.reading import scan
-from servers.store.datadir import DataDir, DataDirError
-from servers.store.opening import open_data
+from servers.store.sqlite.datadir import DataDir, DataDirError
+from servers.store.sqlite.opening import open_data
 
 NOW = 1_800_000_000_000
 COUNT = 8

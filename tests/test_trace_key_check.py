@@ -42,7 +42,7 @@ from runtime_harness import (
 from servers.config.files import TRACE_KEY_CONTEXT
 from servers.log.decision_log import cbor_items
 from servers.store.keycheck import LABEL, KeyChanged, check_value
-from servers.store.postgres import PgStore
+from servers.store.postgres.store import PgStore
 
 pg_url = pg_support.pg_url  # the fixture: a new empty database per test
 

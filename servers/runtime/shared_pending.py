@@ -2,7 +2,7 @@
 
 :class:`SharedPendingCalls` is :class:`~servers.runtime.pending.PendingCalls` (this replica's
 own held calls in memory: the bounds, the waiters, the sweep and its ``APPROVAL_EXPIRED``
-records) written through to the store's ``held_calls`` (``servers.store.pg_held``, arguments
+records) written through to the store's ``held_calls`` (``servers.store.postgres.held``, arguments
 sealed), and read from it: the pending list, a call's held state and how its wait ended are
 every replica's. A wait on this replica is not woken by a decision made on another: whoever
 waits reads the status again every :attr:`poll_s` seconds.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from servers.runtime.pending import IN_ALL, MAX_BYTES, Key, PendingCalls
 from servers.runtime.values import Pending
-from servers.store.pg_held import HeldRow, HeldTable
+from servers.store.postgres.held import HeldRow, HeldTable
 
 
 class SharedPendingCalls(PendingCalls):

@@ -9,11 +9,11 @@ key and tells nothing of it, and it can equal no fingerprint (every argument ide
 canonical CBOR item; :data:`LABEL` is not). A start whose key has another check value is
 refused, ``TRACE_KEY_CHANGED``:
 
-- a data directory (``key.check``, ``servers.store.opening``) is refused when its store or its
-  log holds a fingerprint, as a missing ``runtime.key`` is (``KEY_MISSING``); while nothing
+- a data directory (``key.check``, ``servers.store.sqlite.opening``) is refused when its store or
+  its log holds a fingerprint, as a missing ``runtime.key`` is (``KEY_MISSING``); while nothing
   holds one, the new key's check value replaces the old. A directory written before the check
   existed gets one at its next start;
-- a PostgreSQL store (table ``key_check``, ``servers.store.pg_schema`` version 4) keeps the
+- a PostgreSQL store (table ``key_check``, ``servers.store.postgres.schema`` version 4) keeps the
   check value of the first replica that starts on it, and refuses every replica with another:
   replicas share one store and must all compute the same fingerprints. It is never replaced
   (another replica may be running with it); a database of an earlier version gets it from the

@@ -6,7 +6,7 @@ Layout (documented in ``docs/data-directory.md``)::
       owner.lock              flock()ed by the owner; JSON {"pid", "host", "startedAt"}
       runtime.key             32 random bytes, 0600, created once
       key.check               the check value of the fingerprint key in use (servers.store.keycheck)
-      dispatch.sqlite         the dispatch store (servers.store.dispatch), with -wal and -shm
+      dispatch.sqlite         the dispatch store (servers.store.sqlite.store), with -wal and -shm
       decisions.cbor          the decision log (servers.log.decision_log)
 
 Ownership is ``flock(LOCK_EX | LOCK_NB)`` on the directory itself (so that unlinking

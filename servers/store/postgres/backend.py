@@ -4,11 +4,10 @@ postgresql://...``), a :class:`~servers.store.interface.Backend`.
 The replica is named (``--replica-id``, by default host and pid) in the store's replica table
 and in every record it logs; it holds a lease the store renews every third of its length,
 and an intent of a replica whose lease lapsed is made ``UNKNOWN`` by the others
-(``servers.store.postgres``). The fingerprint key must come from the bindings' ``traceKeyRef``:
-every replica must compute the same fingerprints, so a replica without one is refused, and so
-is one whose key is not the one the store records (``TRACE_KEY_CHANGED``,
-``servers.store.keycheck``).
-"""
+(``servers.store.postgres.store``). The fingerprint key must come from the bindings'
+``traceKeyRef``: every replica must compute the same fingerprints, so a replica without one is
+refused, and so is one whose key is not the one the store records (``TRACE_KEY_CHANGED``,
+``servers.store.keycheck``)."""
 
 from __future__ import annotations
 
@@ -25,11 +24,11 @@ from policy.diagnostic import Diagnostic, Location
 from servers.config.files import Bindings, ConfigError, refusal
 from servers.store import keycheck
 from servers.store.interface import Clock, TurnStore
-from servers.store.pg_held import HeldTable
-from servers.store.pg_turns import StoredTurns
-from servers.store.postgres import PgDecisionLog, PgStore
+from servers.store.postgres.held import HeldTable
+from servers.store.postgres.sealing import Sealer
+from servers.store.postgres.store import PgDecisionLog, PgStore
+from servers.store.postgres.turns import StoredTurns
 from servers.store.rows import Reconciled, StoreError
-from servers.store.sealing import Sealer
 from servers.wire.answers import StoreState
 
 LOG = logging.getLogger("seif.runtime")

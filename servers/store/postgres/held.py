@@ -3,8 +3,8 @@
 Every replica holds the calls it denied for approval in memory (``servers.runtime.pending``,
 with its bounds, waiters and sweep) and writes each through to ``held_calls`` here, so that an
 approver reaching any replica lists, approves and rejects any of them. A held call's arguments
-are stored only sealed (``servers.store.sealing``: AES-256-GCM, the key derived from the trace
-key) and only while the call is approvable: a row is deleted when its call is approved with
+are stored only sealed (``servers.store.postgres.sealing``: AES-256-GCM, the key derived from the
+trace key) and only while the call is approvable: a row is deleted when its call is approved with
 its arguments, dispatched, rejected or expired, or its tool exhausted. ``held_outcomes`` keeps
 how a wait ended (``REJECTED``, never replaced; ``EXPIRED``) for the approval status.
 
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from servers.store.postgres import PgStore
-from servers.store.sealing import Sealer, SealError
+from servers.store.postgres.sealing import Sealer, SealError
+from servers.store.postgres.store import PgStore
 
 OUTCOMES_KEPT_MS = 60 * 60 * 1000
 """How long an ended wait is remembered (a context lives 15 minutes: it is long dead by then)."""

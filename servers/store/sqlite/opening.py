@@ -1,8 +1,8 @@
 """Opening an owned data directory's store and log at start: damage refused, the store
-reconciled with the log (``servers.store.reconcile``), the runtime key read.
+reconciled with the log (``servers.store.sqlite.reconcile``), the runtime key read.
 
-Every refusal is a :class:`~servers.store.datadir.DataDirError` naming the file, a code and the
-remedy (``seif serve`` exits 2), raised before anything is changed: a damaged store or log (a
+Every refusal is a :class:`~servers.store.sqlite.datadir.DataDirError` naming the file, a code and
+the remedy (``seif serve`` exits 2), raised before anything is changed: a damaged store or log (a
 log whose chain of record digests breaks: ``LOG_CHAIN_BROKEN``, naming the seq), a log that
 lost records the store had seen (:attr:`Store.log_mark`), a missing log, store or key
 while the others hold history, another fingerprint key than the one the fingerprints kept
@@ -25,7 +25,8 @@ from servers.log.decision_log import DecisionLog, DecisionLogError, LogScan, Tai
 from servers.log.index import MAX_CONTEXTS
 from servers.log.reading import ChainBroken, DamagedRecord
 from servers.store import keycheck
-from servers.store.datadir import (
+from servers.store.rows import Reconciled
+from servers.store.sqlite.datadir import (
     DECISION_LOG,
     DISPATCH_DB,
     KEY_CHECK,
@@ -33,9 +34,8 @@ from servers.store.datadir import (
     DataDir,
     DataDirError,
 )
-from servers.store.dispatch import Store, StoreDamaged, StoreError
-from servers.store.reconcile import LogFacts, reconcile
-from servers.store.rows import Reconciled
+from servers.store.sqlite.reconcile import LogFacts, reconcile
+from servers.store.sqlite.store import Store, StoreDamaged, StoreError
 
 LOG_TRUNCATED = "LOG_TRUNCATED"
 _STORE_FILES = f"`{DISPATCH_DB}`, `{DISPATCH_DB}-wal` and `{DISPATCH_DB}-shm`"
