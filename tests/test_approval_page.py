@@ -416,3 +416,42 @@ def test_countdown_reads_the_server_clock(browser: Browser, tmp_path: Path) -> N
             assert pages.csp_errors() == []
         finally:
             pages.close()
+
+
+SHOWN_AS_NOTHING = "\ufe0f\U000e0100\u034f\u17b4\u180b\u115f\u3164\u2800\u00a0\u3000"
+ESCAPES = ("\\ufe0f", "\\udb40\\udd00", "\\u034f", "\\u17b4", "\\u180b", "\\u115f", "\\u3164",
+           "\\u2800", "\\u00a0", "\\u3000")  # fmt: skip
+
+
+def test_what_renders_as_nothing_is_escaped_and_is_no_reason(
+    t: ThreadedApproval, pages: Pages
+) -> None:
+    """Variation selectors, the combining grapheme joiner, Khmer and Mongolian invisible
+    letters, Hangul fillers, the braille blank and non-ASCII spaces show as visible escapes,
+    from the server's ``argumentsText`` and from the page's own escaping of an older server's
+    entry alike; a reason made only of such characters is refused before anything is sent."""
+    arguments = {**PROPOSAL, "summary": f"pay{SHOWN_AS_NOTHING}acc-9"}
+    _, pending_id = ask(t, arguments=arguments)
+    page = pages.open(query=SLOW)
+    sign_in(page)
+    entry = item(page, pending_id)
+    shown = shown_arguments(entry)
+    assert [c for c in SHOWN_AS_NOTHING if c in shown] == []
+    assert all(escape in shown for escape in ESCAPES) and json.loads(shown) == arguments
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    for blank in ("\u200b\u2060", "\u3164\u2800", "\u00a0\u3000", "\ufe0f", "\u17b5"):
+        decide(entry, "Reject", blank)
+        expect(entry.get_by_text("A reason is required")).to_be_visible()
+    assert posts == []
+
+    older = pages.open(query=SLOW)  # an older server: the decoded arguments only
+    body = pending_body({"pendingId": "pnd_old", "arguments": arguments})
+    older.route(
+        "**/v1/pending",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=body),
+    )
+    sign_in(older)
+    text = shown_arguments(item(older, "pnd_old"))
+    assert [c for c in SHOWN_AS_NOTHING if c in text] == []
+    assert all(escape in text for escape in ESCAPES) and json.loads(text) == arguments

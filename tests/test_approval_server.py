@@ -23,6 +23,7 @@ from approval_harness import (
 )
 from runtime_harness import (
     APP_TOKEN,
+    APPROVAL,
     APPROVAL_TOKEN,
     OTHER_PROPOSAL,
     PROPOSAL,
@@ -361,5 +362,59 @@ def test_argument_text_is_exact_and_shows_what_is_invisible(tmp_path: Path) -> N
             assert "\\u202e" in text and "\\u200b" in text
             assert "\u202e" not in text and "\u200b" not in text
             assert loads(text) == hidden  # the same arguments, every character visible
+
+    run_async(scenario())
+
+
+SHOWN_AS_NOTHING = (  # rendered at zero width or as a blank, and once passed raw to approvers
+    "\ufe0f\U000e0100\u034f\u17b4\u17b5\u180b\u180f"  # selectors, joiner, inherent vowels
+    "\u115f\u1160\u3164\uffa0\u2800\u00a0\u3000"  # Hangul fillers, braille blank, spaces
+)
+
+
+def test_characters_that_render_as_nothing_or_blank_are_shown_escaped(tmp_path: Path) -> None:
+    """The attack as found: variation selectors, the combining grapheme joiner, Khmer inherent
+    vowels, Mongolian variation selectors, Hangul fillers, the braille blank and non-ASCII
+    spaces reached the approver raw in "exactly what will run". Each is a visible escape now,
+    and the text is still JSON of exactly the forwarded arguments."""
+
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            hidden = {**PROPOSAL, "summary": f"pay{SHOWN_AS_NOTHING}acc-9"}
+            await _ask(a.runtime, arguments=hidden)
+            [item] = await a.pending()
+            text = item["argumentsText"]
+            assert [c for c in SHOWN_AS_NOTHING if c in text] == []
+            for escape in ("\\ufe0f", "\\udb40\\udd00", "\\u034f", "\\u17b4", "\\u180b",
+                           "\\u3164", "\\u2800", "\\u00a0", "\\u3000"):  # fmt: skip
+                assert escape in text, escape
+            assert loads(text) == hidden and item["arguments"] == hidden
+
+    run_async(scenario())
+
+
+AS_ANA = {**APPROVAL, "x-seif-approver": "ops-ana"}
+
+
+def test_a_reason_of_invisible_characters_is_no_reason(tmp_path: Path) -> None:
+    """A reason made only of characters that show nothing (zero width, fillers, blanks, spaces
+    other than U+0020) was accepted: both servers refuse it now, on approve and on reject."""
+
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            s = a.runtime
+            ctx = await _ask(s)
+            [item] = await a.pending()
+            for blank in ("\u200b\u2060", "\u3164\u115f", "\u2800", "\u00a0\u3000 \n", "\ufe0f"):
+                for kind in ("approve", "reject"):
+                    reply = await a.decide(kind, item["pendingId"], blank)
+                    assert (reply.status, reply.body["error"]["code"]) == (400, "REASON_REQUIRED")
+                    body = {"contextRef": ctx, "tool": "propose-change", "callId": "w1",
+                            "arguments": PROPOSAL, "reason": blank}  # fmt: skip
+                    direct = await s.call("POST", f"/v1/context/tools/{kind}", body, headers=AS_ANA)
+                    assert (direct.status, direct.body["error"]["code"]) == (400, "BAD_REQUEST")
+                    assert "visible" in direct.body["error"]["message"]
+            assert [i["pendingId"] for i in await a.pending()] == [item["pendingId"]]
+            assert (await a.decide("approve", item["pendingId"], "\u200bok")).status == 200
 
     run_async(scenario())

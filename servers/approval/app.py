@@ -28,6 +28,7 @@ from servers.runtime.errors import HttpError
 PAGE = {  # path -> (file of servers/approval/page, content type)
     "/": ("index.html", "text/html"),
     "/app.js": ("app.js", "text/javascript"),
+    "/text.js": ("text.js", "text/javascript"),
     "/app.css": ("app.css", "text/css"),
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from policy.canonical import EncodingError, canonical_json_bytes
 from servers.approval.upstream import Answer, Upstream
 from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
+from servers.support.visible import escape_invisible, has_visible
 
 Clock = Callable[[], int]
 KEY_CONTEXT = "seif 2026 approval-server pendingId v1"
@@ -55,15 +55,16 @@ class Decided:
 
 
 def check_reason(body: dict[str, Any]) -> str:
-    """The decision's reason: required, 1..500 characters, not only white space."""
+    """The decision's reason: required, 1..500 characters, with a visible character (one made
+    only of spaces, controls, zero-width or blank characters is no reason)."""
     unknown = sorted(set(body) - {"reason"})
     if unknown:
         raise HttpError(400, "UNKNOWN_FIELD", f"unknown field `{unknown[0][:64]}`")
     reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise HttpError(400, "REASON_REQUIRED", "`reason` is required: say why")
-    if len(reason) > MAX_REASON:
+    if isinstance(reason, str) and len(reason) > MAX_REASON:
         raise HttpError(400, "REASON_TOO_LONG", f"`reason` is longer than {MAX_REASON} characters")
+    if not isinstance(reason, str) or not has_visible(reason):
+        raise HttpError(400, "REASON_REQUIRED", "`reason` is required: say why, visibly")
     return reason
 
 
@@ -194,24 +195,11 @@ def _shown(pending_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
-
-
 def exact_text(value: Any) -> str:
     """The arguments as the approver must read them: JSON text, 2-space indent, numbers as
     they will run (no rounding to a double, ``1.0`` stays ``1.0``), and every character that
-    shows nothing or reorders text (controls, bidi and zero-width format characters, line and
-    paragraph separators, private use) as a visible ``\\uXXXX`` escape. The text is JSON
-    that denotes exactly the forwarded arguments."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return "".join(_visible(c) for c in text)
-
-
-def _visible(char: str) -> str:
-    if char == "\n" or unicodedata.category(char) not in _HIDDEN:
-        return char
-    code = ord(char)
-    if code > 0xFFFF:  # as a JSON surrogate pair
-        code -= 0x10000
-        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-    return f"\\u{code:04x}"
+    renders as nothing or as a blank (:mod:`servers.support.visible`: controls, bidi and
+    zero-width format characters, default-ignorable code points, combining marks, spaces other
+    than U+0020, private use) as a visible ``\\uXXXX`` escape. The text is JSON that denotes
+    exactly the forwarded arguments."""
+    return escape_invisible(json.dumps(value, indent=2, ensure_ascii=False))

@@ -16,6 +16,7 @@ from aiohttp import http_exceptions, web
 
 from policy.strictjson import JsonError, dump_bytes, loads
 from servers.runtime.errors import HttpError
+from servers.support.visible import has_visible
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ID_LENGTH = 256
@@ -170,8 +171,10 @@ def _check_kind(name: str, kind: str, value: Any) -> None:
         if not is_id(value):
             raise bad_request(f"`{name}` must be {ID_RULE}")
     elif kind == "text":
-        if not isinstance(value, str) or not value.strip() or len(value) > 4096:
-            raise bad_request(f"`{name}` must be a non-empty string of at most 4096 characters")
+        if not isinstance(value, str) or len(value) > 4096 or not has_visible(value):
+            raise bad_request(
+                f"`{name}` must be a string of at most 4096 characters with a visible character"
+            )
     elif kind == "object" and not isinstance(value, dict):
         raise bad_request(f"`{name}` must be a JSON object")
     elif kind == "names" and not (

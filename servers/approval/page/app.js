@@ -3,6 +3,8 @@
    everything that comes from the server is set with textContent. The approver token lives in
    sessionStorage only. Decisions post only {"reason"} to the pendingId's route. */
 
+import { escapeInvisible, hasVisible } from "./text.js";
+
 (() => {
   const TOKEN_KEY = "seif.approverToken";
   const REFRESH_MS = refreshInterval(); // from the page's URL, read once: /?refresh=MS
@@ -15,8 +17,6 @@
   const UNREACHABLE = "Cannot reach the approval server.";
   const INEXACT = "These arguments contain numbers this browser cannot show exactly; "
     + "do not approve from this page";
-  // characters that show nothing or reorder text: shown as a visible \uXXXX escape
-  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\p{Cn}]/gu;
   const CLOCK = { hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
   const pad = (number) => String(number).padStart(2, "0");
 
@@ -65,14 +65,7 @@
     if (typeof call.argumentsText === "string") return { text: call.argumentsText, exact: true };
     const text = JSON.stringify(call.arguments, null, 2);
     if (text === undefined) return { text: "(no arguments)", exact: true };
-    return { text: text.replace(HIDDEN, escaped), exact: !hasInexactNumber(call.arguments) };
-  }
-
-  function escaped(char) {
-    if (char === "\n") return char;
-    const units = [];
-    for (let i = 0; i < char.length; i++) units.push(char.charCodeAt(i)); // UTF-16 units
-    return units.map((unit) => `\\u${unit.toString(16).padStart(4, "0")}`).join("");
+    return { text: escapeInvisible(text), exact: !hasInexactNumber(call.arguments) };
   }
 
   /** An integer this browser cannot hold exactly (beyond 2^53: already rounded when parsed). */
@@ -400,7 +393,7 @@
     if (entry.final || entry.sending || entry.expired) return;
     if (kind === "approve" && entry.blocked) return;
     const reason = entry.reason.value.trim();
-    if (!reason) {
+    if (!hasVisible(reason)) { // only spaces, zero-width or blank characters: no reason
       entry.reason.focus();
       return reasonError(entry, "A reason is required");
     }
