@@ -7,6 +7,7 @@ and the refresh interval taken from the page's URL (``/?refresh=MS``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -455,3 +456,55 @@ def test_what_renders_as_nothing_is_escaped_and_is_no_reason(
     text = shown_arguments(item(older, "pnd_old"))
     assert [c for c in SHOWN_AS_NOTHING if c in text] == []
     assert all(escape in text for escape in ESCAPES) and json.loads(text) == arguments
+
+
+def hold(t: ThreadedApproval, count: int) -> list[str]:
+    """``count`` calls held for approval (30 a context); every pendingId, oldest first."""
+
+    async def asking() -> None:
+        runtime = t.stack.runtime
+        for first in range(0, count, 30):
+            ctx = (await runtime.resolve())["contextRef"]
+            asks = [runtime.execute(ctx, "propose-change", f"w{n}", PROPOSAL)
+                    for n in range(first, min(count, first + 30))]  # fmt: skip
+            for receipt in await asyncio.gather(*asks):
+                assert receipt["reason"] == "APPROVAL_REQUIRED", receipt
+
+    t.run(asking())
+    return [p["pendingId"] for p in t.run(t.stack.pending())]
+
+
+def test_more_calls_load_as_the_approver_scrolls(t: ThreadedApproval, pages: Pages) -> None:
+    """120 calls: the page shows the first 50, loads the next page as the approver scrolls near
+    the end of the list, then the last (each call once, oldest first); a refresh reads again
+    only the pages with a call in view and the last one, never the whole list: at the end of
+    the list a call decided elsewhere moves to "Decided" without the first page being read."""
+    ids = hold(t, 120)
+    page = pages.open(query=SLOW)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/v1/pending" in r.url else None)
+    sign_in(page)
+    listed = page.locator("#pending-list > [data-pending-id]")
+    expect(listed).to_have_count(50)
+    assert asked == [f"{t.stack.url}/v1/pending"]
+    for count in (100, 120):
+        page.locator("#more").scroll_into_view_if_needed()
+        expect(listed).to_have_count(count)
+    expect(page.get_by_role("button", name="Show more")).to_be_hidden()
+    assert [el.get_attribute("data-pending-id") for el in listed.all()] == ids
+    assert len(asked) == 3 and all("/v1/pending?after=" in url for url in asked[1:])
+    asked_pages = list(asked)
+
+    reply = t.run(t.stack.decide("approve", ids[-1], headers=BEN))  # in view, decided elsewhere
+    assert reply.status == 200, reply
+    asked.clear()
+    with page.expect_response(lambda r: "/v1/pending" in r.url):
+        page.evaluate("document.getElementById('refresh').click()")  # clicked where it is
+    expect(decided_item(page, ids[-1])).to_contain_text("No longer pending")
+    assert 1 <= len(asked) <= 2 and all("?after=" in url for url in asked), asked
+    middle = asked_pages[1]
+    asked.clear()
+    with page.expect_response(lambda r: "?after=" in r.url):  # the last page is read last
+        page.get_by_role("button", name="Refresh").click()  # at the top: the first page
+    assert asked[0] == f"{t.stack.url}/v1/pending" and len(asked) == 2, asked
+    assert middle not in asked  # nothing in view of the page between

@@ -68,7 +68,8 @@ async def health(_request: web.Request) -> web.Response:
 
 async def pending(request: web.Request) -> web.Response:
     _approver(request)
-    return json_response(await request.app[DESK].pending())
+    body = await request.app[DESK].pending(wire.page_of(request.query))
+    return web.Response(body=body, content_type="application/json")
 
 
 def _decision(kind: str) -> Handler:

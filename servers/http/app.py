@@ -21,9 +21,11 @@ from servers.http import openapi, wire
 from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
 from servers.http.wire import json_response
+from servers.runtime import paging
 from servers.runtime.errors import HttpError
 from servers.runtime.events import iso
 from servers.runtime.metrics import Metrics
+from servers.runtime.paging import CursorInvalid
 from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
@@ -222,8 +224,16 @@ async def approval_status(request: web.Request) -> web.Response:
 
 
 async def pending(request: web.Request) -> web.Response:
+    """A page of the calls held for approval (``servers.runtime.paging``), or the one call
+    ``?contextRef=&callId=`` name (an empty page when it is not held)."""
     _approver(request)
-    return json_response({"pending": request.app[RUNTIME].pending_calls()})
+    page, call = wire.page_of(request.query), wire.call_of(request.query)
+    runtime = request.app[RUNTIME]
+    try:
+        listed = runtime.pending_one(*call) if call else runtime.pending_page(page)
+    except CursorInvalid:
+        raise wire.bad_request("`after` must be the `next` of a page of this list") from None
+    return web.Response(body=paging.body(listed), content_type="application/json")
 
 
 async def report(request: web.Request) -> web.Response:

@@ -14,6 +14,7 @@ from typing import Any
 
 from compiler.build import SUPPORTED_RUNTIMES
 from servers.http.wire import MAX_ID_LENGTH
+from servers.runtime.paging import DEFAULT_LIMIT, MAX_CURSOR, MAX_LIMIT
 
 NATIVE_INTEGRATIONS = (
     "seif Python SDK (seif.RuntimeClient)",
@@ -108,6 +109,22 @@ def _path_param(name: str) -> list[dict[str, Any]]:
     return [{"name": name, "in": "path", "required": True, "schema": S}]
 
 
+def _pending_query() -> list[dict[str, Any]]:
+    """The query of ``GET /v1/context/tools/pending`` (:func:`servers.http.wire.page_of`)."""
+    limit = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
+    cursor = {"type": "string", "pattern": f"^[A-Za-z0-9._~-]{{1,{MAX_CURSOR}}}$"}
+    described = (
+        ("limit", limit, "calls per page at most"),
+        ("after", cursor, "the `next` of the page before"),
+        ("contextRef", ID, "with `callId`: only this call, if it is held"),
+        ("callId", ID, "with `contextRef`: only this call, if it is held"),
+    )
+    return [
+        {"name": name, "in": "query", "required": False, "schema": schema, "description": text}
+        for name, schema, text in described
+    ]
+
+
 def _approve() -> dict[str, Any]:
     return _op(
         "approve exactly one call (runner approval credential; `x-seif-approver` names the human)",
@@ -194,10 +211,13 @@ def _context_paths(objective: dict[str, Any]) -> dict[str, Any]:
         **_approval_paths(),
         "/v1/context/tools/pending": {
             "get": _op(
-                "calls waiting for approval (runner approval credential)",
+                "calls waiting for approval, a page at a time, oldest first: follow `next` until"
+                " it is null; or the one call `contextRef` and `callId` name (runner approval"
+                " credential)",
                 {200: ref("PendingList")},
-                (401,),
+                (400, 401),
                 security=SECURITY_APPROVAL,
+                params=_pending_query(),
             )
         },
         "/v1/context/disclosures": {
@@ -379,7 +399,10 @@ def _answers_shapes() -> dict[str, Any]:
         "Resolved": _resolved(),
         "Receipt": _receipt(),
         "Approval": obj(["approvalId", "expiresAt"], {"approvalId": S, "expiresAt": INSTANT}),
-        "PendingList": obj(["pending"], {"pending": {"type": "array", "items": pending}}),
+        "PendingList": obj(
+            ["pending", "next"],
+            {"pending": {"type": "array", "items": pending}, "next": NULLABLE_S},
+        ),
         "Rejection": obj(
             ["state", "callId", "approver"],
             {"state": {"const": "REJECTED"}, "callId": S, "approver": S},

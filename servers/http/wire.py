@@ -8,14 +8,16 @@ send produces a 500.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from aiohttp import http_exceptions, web
 
 from policy.strictjson import JsonError, dump_bytes, loads
 from servers.runtime.errors import HttpError
+from servers.runtime.paging import DEFAULT_LIMIT, MAX_CURSOR, MAX_LIMIT, Page
 from servers.support.visible import has_visible
 
 MAX_BODY_BYTES = 1 << 20
@@ -157,7 +159,7 @@ def fields(body: Mapping[str, Any], shape: Mapping[str, Field]) -> dict[str, Any
     return out
 
 
-def is_id(value: object) -> bool:
+def is_id(value: object) -> TypeGuard[str]:
     """A name a client gives (an id, a call id, a coordinate): a non-empty string of at most
     :data:`MAX_ID_LENGTH` characters, none of them NUL (which no store's text can hold)."""
     return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and "\x00" not in value
@@ -214,3 +216,32 @@ REPORT = {
     "tools": Field("names", required=True),
 }
 COMPLETE_TURN = {"outcome": Field("str", required=True)}
+
+
+_LIMIT = re.compile(r"[0-9]{1,3}")
+_CURSOR = re.compile(f"[A-Za-z0-9._~-]{{1,{MAX_CURSOR}}}")
+
+
+def page_of(query: Mapping[str, str]) -> Page:
+    """The page a pending list's query asks for: ``limit`` (1..200, default 50: anything else
+    is 400) and ``after`` (a cursor of a ``next``: URL-safe characters only)."""
+    limit = query.get("limit")
+    if limit is not None and not (_LIMIT.fullmatch(limit) and 1 <= int(limit) <= MAX_LIMIT):
+        raise bad_request(f"`limit` must be a whole number from 1 to {MAX_LIMIT}")
+    after = query.get("after")
+    if after is not None and not _CURSOR.fullmatch(after):
+        raise bad_request("`after` must be the `next` of a page of this list")
+    return Page(DEFAULT_LIMIT if limit is None else int(limit), after)
+
+
+def call_of(query: Mapping[str, str]) -> tuple[str, str] | None:
+    """The one call ``contextRef`` and ``callId`` name in a pending list's query (both or
+    neither), if any."""
+    ref, call_id = query.get("contextRef"), query.get("callId")
+    if ref is None and call_id is None:
+        return None
+    if not (is_id(ref) and is_id(call_id)) or "after" in query:
+        raise bad_request(
+            f"`contextRef` and `callId` go together, each {ID_RULE}, and without `after`"
+        )
+    return ref, call_id

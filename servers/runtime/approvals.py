@@ -20,6 +20,7 @@ from policy.decision import Decision
 from policy.state import Call
 from servers.runtime import events
 from servers.runtime.errors import HttpError
+from servers.runtime.paging import Listed, Page
 from servers.runtime.pending import PendingCalls, waiting
 from servers.runtime.values import Pending
 from servers.store.dispatch import ApprovalRow, ContextRow
@@ -274,11 +275,17 @@ class Approvals:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def pending_calls(self) -> list[dict[str, Any]]:
-        """The calls still approvable now (expired ones are dropped first), oldest first. A
-        dispatched call is no longer held: the dispatch forgets it in the same step in which
-        the intents view learns of it, so no later denial can hold it again."""
-        return events.pending_list(self.pending, self.clock(), self._coordinates)
+    def pending_page(self, page: Page) -> Listed:
+        """A page of the calls still approvable now (expired ones are dropped first), oldest
+        first (:mod:`servers.runtime.paging`). A dispatched call is no longer held: the
+        dispatch forgets it in the same step in which the intents view learns of it, so no
+        later denial can hold it again."""
+        return events.pending_page(self.pending, self.clock(), self._coordinates, page)
+
+    def pending_one(self, context_ref: str, call_id: str) -> Listed:
+        """The page of one call, if it is still approvable now."""
+        key = (context_ref, call_id)
+        return events.pending_one(self.pending, self.clock(), self._coordinates, key)
 
     def _coordinates(self, context_ref: str) -> Mapping[str, Any]:
         row = self.store.context(context_ref)
