@@ -25,11 +25,12 @@ from servers.runtime.service import Runtime
 from servers.runtime.shadow import ShadowWorker
 from servers.runtime.shared_pending import SharedPendingCalls
 from servers.runtime.startup import Prepared
-from servers.wire import answers, openapi
+from servers.wire import answers, openapi, paging
 from servers.wire.capabilities import capabilities as capabilities_of
 from servers.wire.errors import ErrorCode, Refused
 from servers.wire.fields import decode
 from servers.wire.limits import MAX_BODY_BYTES, MAX_ID_LENGTH
+from servers.wire.paging import CursorInvalid
 from servers.wire.requests import (
     CompleteTurnRequest,
     DecisionRequest,
@@ -164,9 +165,17 @@ async def approval_status(request: web.Request) -> web.Response:
 
 
 async def pending(request: web.Request) -> web.Response:
+    """A page of the calls held for approval (``servers.wire.paging``), or the one call
+    ``?contextRef=&callId=`` name (an empty page when it is not held)."""
     _approver(request)
-    body: answers.PendingList = {"pending": request.app[RUNTIME].approvals.pending_calls()}
-    return json_response(body)
+    page, call = paging.page_of(request.query), paging.call_of(request.query)
+    approvals = request.app[RUNTIME].approvals
+    try:
+        listed = approvals.pending_one(*call) if call else approvals.pending_page(page)
+    except CursorInvalid:
+        message = "`after` must be the `next` of a page of this list"
+        raise Refused(ErrorCode.BAD_REQUEST, message) from None
+    return web.Response(body=paging.body(listed), content_type="application/json")
 
 
 async def report(request: web.Request) -> web.Response:

@@ -26,8 +26,9 @@ from servers.runtime.records import Recorder
 from servers.runtime.values import Exclusive, Pending
 from servers.store.rows import ApprovalRow, ContextRow, StoreError
 from servers.support.tasks import Background
-from servers.wire.answers import Approval, ApprovalStatus, PendingCall, Rejection
+from servers.wire.answers import Approval, ApprovalStatus, Rejection
 from servers.wire.errors import ErrorCode, Refused
+from servers.wire.paging import Listed, Page
 from servers.wire.requests import DecisionRequest
 
 if TYPE_CHECKING:
@@ -277,11 +278,17 @@ class Approvals:
         expired = self._recorder.write("APPROVAL_EXPIRED", context_ref, coords, **fields)
         self._background.spawn(expired)
 
-    def pending_calls(self) -> list[PendingCall]:
-        """The calls still approvable now (expired ones are dropped first), oldest first. A
-        dispatched call is no longer held: the dispatch forgets it in the same step in which
-        the intents view learns of it, so no later denial can hold it again."""
-        return events.pending_list(self.pending, self.clock(), self._contexts.coordinates)
+    def pending_page(self, page: Page) -> Listed:
+        """A page of the calls still approvable now (expired ones are dropped first), oldest
+        first (:mod:`servers.wire.paging`). A dispatched call is no longer held: the
+        dispatch forgets it in the same step in which the intents view learns of it, so no
+        later denial can hold it again."""
+        return events.pending_page(self.pending, self.clock(), self._contexts.coordinates, page)
+
+    def pending_one(self, context_ref: str, call_id: str) -> Listed:
+        """The page of one call, if it is still approvable now."""
+        key = (context_ref, call_id)
+        return events.pending_one(self.pending, self.clock(), self._contexts.coordinates, key)
 
     def denied(self, row: ContextRow, call: Call, decision: Decision) -> None:
         """A call the engine denied in ``row``: held, with its arguments (encoded), while it is
