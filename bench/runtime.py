@@ -976,7 +976,7 @@ SUMMARY_LOOP = (
     ("loop:   Runtime._dispatch", "servers/runtime/service.py", "_dispatch"),
     ("loop:   Runtime._run (probe, dispatch, complete)", "servers/runtime/service.py", "_run"),
     ("loop:   Runtime._complete", "servers/runtime/service.py", "_complete"),
-    ("loop: Store._query (reads, lock waits included)", "servers/store/dispatch.py", "_query"),
+    ("loop: Store._query (reads, lock waits included)", "servers/store/sqlite/store.py", "_query"),
     ("loop: DecisionLog.append", "servers/log/decision_log.py", "append"),
     ("loop:   os.fsync", "~", "<built-in method posix.fsync>"),
     ("loop: ExecutorClient.execute", "servers/executor/client.py", "execute"),
@@ -990,10 +990,10 @@ SUMMARY_LOOP = (
     ("loop: epoll (idle or waiting on sockets)", "~", "<method 'poll' of 'select.epoll' objects>"),
 )
 SUMMARY_THREADS = (
-    ("threads: Store.begin_intent", "servers/store/dispatch.py", "begin_intent"),
-    ("threads: Store.complete_intent", "servers/store/dispatch.py", "complete_intent"),
-    ("threads: Store.save_context", "servers/store/dispatch.py", "save_context"),
-    ("threads: Store._write (lock waits)", "servers/store/dispatch.py", "_write"),
+    ("threads: Store.begin_intent", "servers/store/sqlite/store.py", "begin_intent"),
+    ("threads: Store.complete_intent", "servers/store/sqlite/store.py", "complete_intent"),
+    ("threads: Store.save_context", "servers/store/sqlite/store.py", "save_context"),
+    ("threads: Store._write (lock waits)", "servers/store/sqlite/store.py", "_write"),
     (
         "threads: sqlite3 execute (COMMIT fsyncs)",
         "~",
@@ -1030,7 +1030,7 @@ def _store_commits_us(
 ) -> float:
     """The median of one claim and its completion in a store whose connection has
     ``synchronous`` set to ``sync``, each awaited on one event loop."""
-    from servers.store.dispatch import ContextRow, Store
+    from servers.store.sqlite.store import ContextRow, Store
 
     store = Store.open(path)
     store._db.execute(f"PRAGMA synchronous = {sync}")  # the bench pokes the connection

@@ -105,7 +105,7 @@ def _measure(
 def shadow_log(data: Path) -> dict[str, int]:
     """What the shadowed runtime's log holds: decisions (marked or not) and SHADOW records."""
     from seif.tracefile import open_log
-    from servers.store.datadir import DECISION_LOG
+    from servers.store.sqlite.datadir import DECISION_LOG
 
     found = {"decisions": 0, "marked": 0, "shadow_records": 0}
     for record in open_log(data / DECISION_LOG).records():

@@ -9,7 +9,9 @@ from types import MappingProxyType
 
 _CODES = {
     # reading the file
-    "FILE_UNREADABLE": "the file cannot be read (missing, a directory, not UTF-8)",
+    "FILE_UNREADABLE": (
+        "the file cannot be read (missing, not a regular file, over 4 MiB, not UTF-8)"
+    ),
     "JSON_SYNTAX": "the file is not JSON; line and column say where",
     "DUPLICATE_KEY": "a key appears twice in one JSON object",
     "JSON_NUMBER_INVALID": "NaN, Infinity, a number too large for a double or an integer of "

@@ -39,7 +39,7 @@ from servers.log.chain import (
 )
 from servers.log.decision_log import CborItemError, TornTail, cbor_items
 from servers.log.reading import DamagedRecord, tear
-from servers.store.datadir import DECISION_LOG
+from servers.store.sqlite.datadir import DECISION_LOG
 
 FORMATS = ("cbor", "jsonl")
 _CHUNK = 1 << 20
@@ -287,7 +287,7 @@ def export_store(url: str, out: str | os.PathLike[str], fmt: str) -> Exported:
     """Write the decision log of the PostgreSQL store at ``url`` to ``out``, in the same
     formats as :func:`export` (the CBOR bytes are the records as the table holds them, the same
     canonical CBOR the file log writes), from one snapshot. Safe while replicas run."""
-    from servers.store.pg_log import decoded, stored_records  # noqa: PLC0415 -- loads psycopg
+    from servers.store.postgres.log import decoded, stored_records  # noqa: PLC0415 -- loads psycopg
     from servers.store.rows import StoreError  # noqa: PLC0415
 
     if fmt not in FORMATS:

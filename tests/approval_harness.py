@@ -92,9 +92,15 @@ class ApprovalStack:
             return Reply(r.status, parsed, dict(r.headers))
 
     async def pending(self, headers: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        reply = await self.call("GET", "/v1/pending", headers=headers)
-        assert reply.status == 200, reply
-        found: list[dict[str, Any]] = reply.body["pending"]
+        """Every pending call: ``GET /v1/pending``, then each page its ``next`` names."""
+        found: list[dict[str, Any]] = []
+        path: str | None = "/v1/pending"
+        while path is not None:
+            reply = await self.call("GET", path, headers=headers)
+            assert reply.status == 200, reply
+            found += reply.body["pending"]
+            after = reply.body["next"]
+            path = None if after is None else f"/v1/pending?after={after}"
         return found
 
     async def decide(self, kind: str, pending_id: str, reason: Any = "checked", **kw: Any) -> Reply:

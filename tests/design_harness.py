@@ -11,6 +11,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,11 @@ from runtime_harness import ROOT, seif_command
 from compiler.authoring.source import Edit, ProjectSource, load_source, save
 
 REFERENCE = ROOT / "reference" / "agent-tools"
+_CAPPED = (
+    "import os, resource, sys; most = int(sys.argv[1]);"
+    " resource.setrlimit(resource.RLIMIT_AS, (most, most)); os.execv(sys.argv[2], sys.argv[2:])"
+)
+"""A command's address space capped (``RLIMIT_AS``), then the command itself (``exec``)."""
 LISTENING = re.compile(r"seif design listening on (http://127\.0\.0\.1:\d+)/#token=([\w-]{40,})\n")
 
 
@@ -46,9 +52,14 @@ class Running:
 
 
 @contextlib.contextmanager
-def design_process(project: Path, *options: str, cwd: Path | None = None) -> Iterator[Running]:
-    """``seif design --project PROJECT --port 0 OPTIONS...``, once it printed its URL."""
+def design_process(
+    project: Path, *options: str, cwd: Path | None = None, memory_cap: int | None = None
+) -> Iterator[Running]:
+    """``seif design --project PROJECT --port 0 OPTIONS...``, once it printed its URL;
+    ``memory_cap``: the process's address space at most (bytes, ``RLIMIT_AS``)."""
     command = [*seif_command(), "design", "--project", str(project), "--port", "0"]
+    if memory_cap is not None:
+        command = [sys.executable, "-c", _CAPPED, str(memory_cap), *command]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [*command, *options],

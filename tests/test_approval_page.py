@@ -7,6 +7,7 @@ and the refresh interval taken from the page's URL (``/?refresh=MS``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -416,3 +417,94 @@ def test_countdown_reads_the_server_clock(browser: Browser, tmp_path: Path) -> N
             assert pages.csp_errors() == []
         finally:
             pages.close()
+
+
+SHOWN_AS_NOTHING = "\ufe0f\U000e0100\u034f\u17b4\u180b\u115f\u3164\u2800\u00a0\u3000"
+ESCAPES = ("\\ufe0f", "\\udb40\\udd00", "\\u034f", "\\u17b4", "\\u180b", "\\u115f", "\\u3164",
+           "\\u2800", "\\u00a0", "\\u3000")  # fmt: skip
+
+
+def test_what_renders_as_nothing_is_escaped_and_is_no_reason(
+    t: ThreadedApproval, pages: Pages
+) -> None:
+    """Variation selectors, the combining grapheme joiner, Khmer and Mongolian invisible
+    letters, Hangul fillers, the braille blank and non-ASCII spaces show as visible escapes,
+    from the server's ``argumentsText`` and from the page's own escaping of an older server's
+    entry alike; a reason made only of such characters is refused before anything is sent."""
+    arguments = {**PROPOSAL, "summary": f"pay{SHOWN_AS_NOTHING}acc-9"}
+    _, pending_id = ask(t, arguments=arguments)
+    page = pages.open(query=SLOW)
+    sign_in(page)
+    entry = item(page, pending_id)
+    shown = shown_arguments(entry)
+    assert [c for c in SHOWN_AS_NOTHING if c in shown] == []
+    assert all(escape in shown for escape in ESCAPES) and json.loads(shown) == arguments
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    for blank in ("\u200b\u2060", "\u3164\u2800", "\u00a0\u3000", "\ufe0f", "\u17b5"):
+        decide(entry, "Reject", blank)
+        expect(entry.get_by_text("A reason is required")).to_be_visible()
+    assert posts == []
+
+    older = pages.open(query=SLOW)  # an older server: the decoded arguments only
+    body = pending_body({"pendingId": "pnd_old", "arguments": arguments})
+    older.route(
+        "**/v1/pending",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=body),
+    )
+    sign_in(older)
+    text = shown_arguments(item(older, "pnd_old"))
+    assert [c for c in SHOWN_AS_NOTHING if c in text] == []
+    assert all(escape in text for escape in ESCAPES) and json.loads(text) == arguments
+
+
+def hold(t: ThreadedApproval, count: int) -> list[str]:
+    """``count`` calls held for approval (30 a context); every pendingId, oldest first."""
+
+    async def asking() -> None:
+        runtime = t.stack.runtime
+        for first in range(0, count, 30):
+            ctx = (await runtime.resolve())["contextRef"]
+            asks = [runtime.execute(ctx, "propose-change", f"w{n}", PROPOSAL)
+                    for n in range(first, min(count, first + 30))]  # fmt: skip
+            for receipt in await asyncio.gather(*asks):
+                assert receipt["reason"] == "APPROVAL_REQUIRED", receipt
+
+    t.run(asking())
+    return [p["pendingId"] for p in t.run(t.stack.pending())]
+
+
+def test_more_calls_load_as_the_approver_scrolls(t: ThreadedApproval, pages: Pages) -> None:
+    """120 calls: the page shows the first 50, loads the next page as the approver scrolls near
+    the end of the list, then the last (each call once, oldest first); a refresh reads again
+    only the pages with a call in view and the last one, never the whole list: at the end of
+    the list a call decided elsewhere moves to "Decided" without the first page being read."""
+    ids = hold(t, 120)
+    page = pages.open(query=SLOW)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/v1/pending" in r.url else None)
+    sign_in(page)
+    listed = page.locator("#pending-list > [data-pending-id]")
+    expect(listed).to_have_count(50)
+    assert asked == [f"{t.stack.url}/v1/pending"]
+    for count in (100, 120):
+        page.locator("#more").scroll_into_view_if_needed()
+        expect(listed).to_have_count(count)
+    expect(page.get_by_role("button", name="Show more")).to_be_hidden()
+    assert [el.get_attribute("data-pending-id") for el in listed.all()] == ids
+    assert len(asked) == 3 and all("/v1/pending?after=" in url for url in asked[1:])
+    asked_pages = list(asked)
+
+    reply = t.run(t.stack.decide("approve", ids[-1], headers=BEN))  # in view, decided elsewhere
+    assert reply.status == 200, reply
+    asked.clear()
+    with page.expect_response(lambda r: "/v1/pending" in r.url):
+        page.evaluate("document.getElementById('refresh').click()")  # clicked where it is
+    expect(decided_item(page, ids[-1])).to_contain_text("No longer pending")
+    assert 1 <= len(asked) <= 2 and all("?after=" in url for url in asked), asked
+    middle = asked_pages[1]
+    asked.clear()
+    with page.expect_response(lambda r: "?after=" in r.url):  # the last page is read last
+        page.get_by_role("button", name="Refresh").click()  # at the top: the first page
+    assert asked[0] == f"{t.stack.url}/v1/pending" and len(asked) == 2, asked
+    assert middle not in asked  # nothing in view of the page between

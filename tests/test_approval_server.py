@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from approval_harness import (
     ANA,
@@ -23,6 +24,7 @@ from approval_harness import (
 )
 from runtime_harness import (
     APP_TOKEN,
+    APPROVAL,
     APPROVAL_TOKEN,
     OTHER_PROPOSAL,
     PROPOSAL,
@@ -35,6 +37,7 @@ from runtime_harness import (
 from policy.engine.state import APPROVAL_TTL_MS
 from policy.json.strict import loads
 from servers.approval.app import ApprovalConfig, create_app
+from servers.approval.upstream import Upstream
 from servers.http.pages import CSP
 
 REASON = "matches-the-lesson-5d1f8e"  # a reason that must never reach the disk
@@ -361,5 +364,184 @@ def test_argument_text_is_exact_and_shows_what_is_invisible(tmp_path: Path) -> N
             assert "\\u202e" in text and "\\u200b" in text
             assert "\u202e" not in text and "\u200b" not in text
             assert loads(text) == hidden  # the same arguments, every character visible
+
+    run_async(scenario())
+
+
+SHOWN_AS_NOTHING = (  # rendered at zero width or as a blank, and once passed raw to approvers
+    "\ufe0f\U000e0100\u034f\u17b4\u17b5\u180b\u180f"  # selectors, joiner, inherent vowels
+    "\u115f\u1160\u3164\uffa0\u2800\u00a0\u3000"  # Hangul fillers, braille blank, spaces
+)
+
+
+def test_characters_that_render_as_nothing_or_blank_are_shown_escaped(tmp_path: Path) -> None:
+    """The attack as found: variation selectors, the combining grapheme joiner, Khmer inherent
+    vowels, Mongolian variation selectors, Hangul fillers, the braille blank and non-ASCII
+    spaces reached the approver raw in "exactly what will run". Each is a visible escape now,
+    and the text is still JSON of exactly the forwarded arguments."""
+
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            hidden = {**PROPOSAL, "summary": f"pay{SHOWN_AS_NOTHING}acc-9"}
+            await _ask(a.runtime, arguments=hidden)
+            [item] = await a.pending()
+            text = item["argumentsText"]
+            assert [c for c in SHOWN_AS_NOTHING if c in text] == []
+            for escape in ("\\ufe0f", "\\udb40\\udd00", "\\u034f", "\\u17b4", "\\u180b",
+                           "\\u3164", "\\u2800", "\\u00a0", "\\u3000"):  # fmt: skip
+                assert escape in text, escape
+            assert loads(text) == hidden and item["arguments"] == hidden
+
+    run_async(scenario())
+
+
+AS_ANA = {**APPROVAL, "x-seif-approver": "ops-ana"}
+
+
+def test_a_reason_of_invisible_characters_is_no_reason(tmp_path: Path) -> None:
+    """A reason made only of characters that show nothing (zero width, fillers, blanks, spaces
+    other than U+0020) was accepted: both servers refuse it now, on approve and on reject."""
+
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            s = a.runtime
+            ctx = await _ask(s)
+            [item] = await a.pending()
+            for blank in ("\u200b\u2060", "\u3164\u115f", "\u2800", "\u00a0\u3000 \n", "\ufe0f"):
+                for kind in ("approve", "reject"):
+                    reply = await a.decide(kind, item["pendingId"], blank)
+                    assert (reply.status, reply.body["error"]["code"]) == (400, "REASON_REQUIRED")
+                    body = {"contextRef": ctx, "tool": "propose-change", "callId": "w1",
+                            "arguments": PROPOSAL, "reason": blank}  # fmt: skip
+                    direct = await s.call("POST", f"/v1/context/tools/{kind}", body, headers=AS_ANA)
+                    assert (direct.status, direct.body["error"]["code"]) == (400, "BAD_REQUEST")
+                    assert "visible" in direct.body["error"]["message"]
+            assert [i["pendingId"] for i in await a.pending()] == [item["pendingId"]]
+            assert (await a.decide("approve", item["pendingId"], "\u200bok")).status == 200
+
+    run_async(scenario())
+
+
+async def _page(a: ApprovalStack, query: str = "") -> dict[str, Any]:
+    reply = await a.call("GET", "/v1/pending" + query)
+    assert reply.status == 200, reply
+    assert set(reply.body) == {"pending", "next", "now"}
+    page: dict[str, Any] = reply.body
+    return page
+
+
+async def _hold(s: Stack, count: int, arguments: Any = PROPOSAL, per_context: int = 30) -> None:
+    for first in range(0, count, per_context):
+        ctx = (await s.resolve())["contextRef"]
+        asks = [s.execute(ctx, "propose-change", f"w{n}", arguments)
+                for n in range(first, min(count, first + per_context))]  # fmt: skip
+        assert all(r["reason"] == "APPROVAL_REQUIRED" for r in await asyncio.gather(*asks))
+
+
+def test_pages_visit_every_call_once_while_calls_come_and_go(tmp_path: Path) -> None:
+    """``?limit=N&after=CURSOR``, oldest first: followed until ``next`` is null, it lists every
+    call held all along once, though calls are approved, rejected and asked between pages (a
+    cursor is a place in the list, never an offset); what was asked meanwhile comes last."""
+
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            s = a.runtime
+            await _hold(s, 60)
+            everything = await a.pending()
+            assert len(everything) == 60
+            first = await _page(a)
+            assert first["pending"] == everything[:50]  # 50 by default
+            seen: list[str] = []
+            approved: set[str] = set()
+            after, rounds = None, 0
+            while True:
+                page = await _page(a, "?limit=7" + (f"&after={after}" if after else ""))
+                assert 1 <= len(page["pending"]) <= 7 or page["next"] is None
+                seen += [i["pendingId"] for i in page["pending"]]
+                after, rounds = page["next"], rounds + 1
+                if after is None:
+                    break
+                gone = next(i for i in reversed(everything) if i["pendingId"] not in approved)
+                await s.approval_id(gone["contextRef"], "propose-change", gone["callId"], PROPOSAL)
+                approved.add(gone["pendingId"])  # one not listed yet: approved meanwhile
+                shown = await a.decide("reject", page["pending"][0]["pendingId"])
+                assert shown.status == 200  # one listed already: rejected meanwhile
+                if rounds == 2:
+                    await _hold(s, 2, OTHER_PROPOSAL)  # asked meanwhile, in a context of its own
+            assert len(seen) == len(set(seen)) and rounds > 5
+            assert set(seen) >= {i["pendingId"] for i in everything} - approved
+            assert not set(seen) & approved
+            late = [i for i in await a.pending() if i["arguments"] == OTHER_PROPOSAL]
+            assert len(late) == 2 and seen[-2:] == [i["pendingId"] for i in late]
+
+    run_async(scenario())
+
+
+def test_limit_and_cursor_out_of_bounds_are_400(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            await _hold(a.runtime, 3)
+            for query in ("?limit=0", "?limit=201", "?limit=-1", "?limit=abc", "?limit=1.5",
+                          "?limit=", "?limit=%201", "?after=", "?after=not%20a%20cursor",
+                          "?after=" + "a" * 5000, "?after=3f2a.12x"):  # fmt: skip
+                reply = await a.call("GET", "/v1/pending" + query)
+                assert (reply.status, reply.body["error"]["code"]) == (400, "BAD_REQUEST"), query
+            assert len((await _page(a, "?limit=1"))["pending"]) == 1
+            assert len((await _page(a, "?limit=200"))["pending"]) == 3
+
+    run_async(scenario())
+
+
+def test_a_page_holds_at_most_4_mib(tmp_path: Path) -> None:
+    """Large calls fill a page before its limit: each answer stays within 4 MiB (here, where
+    ``argumentsText`` escapes every character, the approval server takes fewer calls than the
+    runtime gave it, and ``next`` follows the last one shown), and the pages list them all."""
+
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            large = {**PROPOSAL, "details": "\U000e0100" * 4000}  # 16 KB, 56 KB escaped
+            await _hold(a.runtime, 100, large, per_context=25)
+            seen: list[str] = []
+            query = "?limit=200"
+            while query:
+                reply = await a.call("GET", "/v1/pending" + query)
+                assert reply.status == 200 and len(reply.body["pending"]) < 100
+                assert int(reply.headers["Content-Length"]) <= 4 << 20
+                seen += [i["pendingId"] for i in reply.body["pending"]]
+                after = reply.body["next"]
+                query = f"?limit=200&after={after}" if after else ""
+            assert len(seen) == len(set(seen)) == 100
+
+    run_async(scenario())
+
+
+def test_a_decision_reads_its_own_call_not_the_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision asked the runtime for its whole list to find one call; it asks for that call
+    now (and pages through the list only for a pendingId this server never listed)."""
+    asked: list[tuple[Any, ...]] = []
+    real = Upstream.pending
+
+    async def recorded(self: Upstream, *args: Any) -> Any:
+        asked.append(args)
+        return await real(self, *args)
+
+    monkeypatch.setattr(Upstream, "pending", recorded)
+
+    async def scenario() -> None:
+        async with approval_stack(tmp_path) as a:
+            await _hold(a.runtime, 120)
+            listed = await _page(a)
+            asked.clear()
+            done = await a.decide("approve", listed["pending"][5]["pendingId"])
+            assert done.status == 200
+            [(limit, after, call)] = asked
+            assert (limit, after) == (1, None)
+            assert call == (listed["pending"][5]["contextRef"], listed["pending"][5]["callId"])
+            async with approval_stack_beside(a) as fresh:  # it never listed any
+                asked.clear()
+                done = await fresh.decide("reject", listed["pending"][7]["pendingId"])
+                assert done.status == 200 and [args[0] for args in asked] == [200]
 
     run_async(scenario())

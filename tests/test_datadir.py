@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from policy.json.strict import loads
-from servers.store.datadir import (
+from servers.store.sqlite.datadir import (
     KEY_BYTES,
     OWNER_LOCK,
     RUNTIME_KEY,
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 HOLDER = """
 import os, sys, time
-from servers.store.datadir import DataDir
+from servers.store.sqlite.datadir import DataDir
 d = DataDir.open(sys.argv[1])
 say = lambda line: os.write(1, line.encode() + b"\\n")  # one write: lines never interleave
 if len(sys.argv) > 2:  # fork a child that outlives this process
@@ -241,7 +241,7 @@ def test_cli_style_refusal_message(tmp_path: Path, holder: subprocess.Popen[str]
     script = textwrap.dedent(
         """
         import sys
-        from servers.store.datadir import DataDir, DataDirLocked
+        from servers.store.sqlite.datadir import DataDir, DataDirLocked
         try:
             DataDir.open(sys.argv[1])
         except DataDirLocked as exc:

@@ -34,8 +34,8 @@ from runtime_harness import (
 
 from policy.json.canonical import canonical_cbor
 from servers.log.decision_log import cbor_items, read_records
-from servers.store.datadir import DataDir, DataDirError
-from servers.store.opening import open_data
+from servers.store.sqlite.datadir import DataDir, DataDirError
+from servers.store.sqlite.opening import open_data
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 NOWHERE = "http://127.0.0.1:9"  # refused runtimes never reach an executor

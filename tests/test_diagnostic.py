@@ -28,7 +28,7 @@ from policy.diagnostic import (
 )
 from seif.cli import main
 from servers.config.tls import CaFileProblem
-from servers.store.datadir import DataDir, DataDirError
+from servers.store.sqlite.datadir import DataDir, DataDirError
 
 SOURCE = "project p {\n  tool x {\n    efect read\n  }\n}\n"
 

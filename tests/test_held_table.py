@@ -1,5 +1,5 @@
 """The shared store's parts replicas coordinate with, against a real PostgreSQL server: the
-held calls' table (``servers.store.pg_held``), the advisory locks (``PgStore.exclusive``) and
+held calls' table (``servers.store.postgres.held``), the advisory locks (``PgStore.exclusive``) and
 the write pool's recovery. Each case here once broke (a review of the replicas' sharing)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pg_support
 import psycopg
 import pytest
 
-from servers.store.pg_held import HeldRow, HeldTable
-from servers.store.postgres import PgStore
+from servers.store.postgres.held import HeldRow, HeldTable, Place
+from servers.store.postgres.sealing import Sealer
+from servers.store.postgres.store import PgStore
 from servers.store.rows import StoreError
-from servers.store.sealing import Sealer
 
 pg_url = pg_support.pg_url
 NOW = 1_800_000_000_000
@@ -48,6 +48,42 @@ def test_the_pending_list_is_bounded_in_bytes_across_replicas(
     listed = a.live(NOW + 10, limit=100, max_bytes=100)
     assert [r.call_id for r in listed] == ["c0", "c1"]  # the oldest, within the bytes
     assert [r.call_id for r in a.live(NOW + 10, limit=3, max_bytes=10_000)] == ["c0", "c1", "c2"]
+
+
+def test_pages_of_held_calls_visit_each_once_across_replicas_while_calls_come_and_go(
+    two: tuple[PgStore, PgStore],
+) -> None:
+    """Keyset pages, ``(requested_at, context_ref, call_id)`` after the last call listed:
+    read through either replica, with calls held, dropped, rejected and asked again between
+    pages, every call held all along is listed once and nothing twice; a page stops at its
+    limit or after the call that fills its bytes; a row that does not open is left out but
+    passed."""
+    a, b = (HeldTable(s, Sealer(KEY)) for s in two)
+    for n in range(20):  # some at the same millisecond: the key orders them
+        (a if n % 2 else b).put(_row(f"c{n:02}", size=10, at=NOW + n // 3))
+    all_along = {f"c{n:02}" for n in range(20)} - {"c05", "c15", "c17"}
+    seen: list[str] = []
+    after: Place | None = None
+    for turn in range(40):
+        rows, more = (a, b)[turn % 2].page(NOW, after, 3, 1 << 20)
+        seen += [row.call_id for row, _ in rows if row is not None]
+        after = rows[-1][1] if rows else after
+        if turn == 0:
+            a.drop("ctx_1", "c05")  # not listed yet: gone
+            b.reject("ctx_1", "c15", NOW)
+            a.put(_row("c17", size=10, at=NOW + 100))  # asked again: listed last
+            b.put(_row("new", size=10, at=NOW + 50))
+        if not more:
+            break
+    assert seen == [*sorted(all_along), "new", "c17"]  # each once, oldest first
+
+    rows, more = a.page(NOW, None, 100, 25)  # bytes: up to the call that brings them to 25
+    assert [row.call_id for row, _ in rows if row is not None] == ["c00", "c01", "c02"] and more
+    foreign = HeldTable(two[0], Sealer(bytes(32)))  # another trace key: no row opens
+    rows, more = foreign.page(NOW, None, 2, 1 << 20)
+    assert [row for row, _ in rows] == [None, None] and more and foreign.unreadable == 2
+    [(row, _)], _more = a.page(NOW, rows[-1][1], 1, 1 << 20)  # after the two unopened
+    assert row is not None and row.call_id == "c02"
 
 
 def test_a_hold_racing_a_rejection_is_never_listed_and_is_tidied(

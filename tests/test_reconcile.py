@@ -23,9 +23,10 @@ from runtime_harness import (
 )
 
 from servers.log.decision_log import DecisionLog, admit, read_records
-from servers.store.datadir import DataDir, DataDirError
-from servers.store.dispatch import RECONCILED, UNKNOWN, Store
-from servers.store.opening import open_data
+from servers.store.keycheck import check_value
+from servers.store.sqlite.datadir import DataDir, DataDirError
+from servers.store.sqlite.opening import open_data
+from servers.store.sqlite.store import RECONCILED, UNKNOWN, Store
 
 LEARNER = {"objective": "learner", "consumer": "tutor-app"}
 
@@ -203,8 +204,9 @@ def test_lost_history_is_refused_and_nothing_changes(tmp_path: Path, damage: str
 
 def test_a_key_from_the_bindings_needs_no_runtime_key(tmp_path: Path) -> None:
     data = _history(tmp_path)
+    key = (data / "runtime.key").read_bytes()
     (data / "runtime.key").unlink()
-    _open(data, trace_key=bytes(32))  # the key that made the fingerprints is the bindings'
+    _open(data, trace_key=key)  # the key that made the fingerprints is the bindings'
     assert not (data / "runtime.key").exists()
 
 
@@ -218,6 +220,29 @@ def test_no_fingerprints_yet_a_missing_key_is_created(tmp_path: Path) -> None:
     (data / "runtime.key").unlink()
     _open(data)
     assert (data / "runtime.key").stat().st_size == 32
+    new = check_value((data / "runtime.key").read_bytes())  # nothing was made with the old one
+    assert (data / "key.check").read_text() == new + "\n"
+
+
+@pytest.mark.parametrize("damage", ["not hex", "a symbolic link", "0644"])
+def test_a_bad_key_check_is_refused_before_anything_is_opened(tmp_path: Path, damage: str) -> None:
+    data = _history(tmp_path)
+    check = data / "key.check"
+    if damage == "not hex":
+        check.write_bytes(b"z" * 64 + b"\n")
+    elif damage == "a symbolic link":
+        (data / "elsewhere").write_bytes(check.read_bytes())
+        check.unlink()
+        check.symlink_to(data / "elsewhere")
+    else:
+        check.chmod(0o644)
+    before = {p.name: p.read_bytes() for p in data.iterdir() if p.name != "owner.lock"}
+    with pytest.raises(DataDirError) as info:
+        _open(data)
+    assert info.value.code == "KEY_INVALID" and info.value.file == check
+    assert "key.check" in info.value.remedy
+    after = {p.name: p.read_bytes() for p in data.iterdir() if p.name != "owner.lock"}
+    assert after == before
 
 
 def test_an_empty_store_beside_an_empty_log_is_a_fresh_start(tmp_path: Path) -> None:

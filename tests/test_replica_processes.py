@@ -54,7 +54,7 @@ from runtime_harness import (
     write_config,
 )
 
-from servers.store.pg_schema import PG_SCHEMA_VERSION
+from servers.store.postgres.schema import PG_SCHEMA_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

@@ -21,10 +21,10 @@ from test_replicas import TRACE_ENV, replicas
 from policy.engine.state import APPROVAL_TTL_MS
 from servers.config.files import TRACE_KEY_CONTEXT
 from servers.mcp.app import McpOptions
-from servers.store.pg_held import HeldTable
-from servers.store.postgres import PgStore
+from servers.store.postgres.held import HeldTable
+from servers.store.postgres.sealing import Sealer
+from servers.store.postgres.store import PgStore
 from servers.store.rows import StoreError, StoreUnanswered
-from servers.store.sealing import Sealer
 
 MARKER = "held-marker-5d1c9e"
 ASKED = {**PROPOSAL, "summary": f"fix the typo {MARKER}"}
@@ -97,6 +97,52 @@ def test_a_rejection_through_one_replica_holds_on_every_replica(
             assert (refused.status, refused.body["error"]["code"]) == (409, "CALL_REJECTED")
             twice = await a.call("POST", "/v1/context/tools/reject", body, headers=APPROVER)
             assert twice.status == 409
+
+    run_async(scenario())
+
+
+def test_the_pending_list_paged_through_both_replicas_lists_each_call_once(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Calls held by two replicas, listed a page at a time through one replica then the other
+    (a load balancer's doing), while calls are approved and asked meanwhile: every call held
+    all along is listed once, the newly asked last; one call is found by its contextRef and
+    callId through either replica; a cursor that is none is 400."""
+
+    async def scenario() -> None:
+        async with replicas(tmp_path, pg_url) as (a, b):
+            for n in range(12):
+                await _ask((a, b)[n % 2], f"p{n}")
+            everything = await _pending(a)
+            assert len(everything) == 12
+            seen: list[str] = []
+            query, turn = "?limit=5", 0
+            while query:
+                page = await (a, b)[turn % 2].call(
+                    "GET", "/v1/context/tools/pending" + query, headers=APPROVAL
+                )
+                assert page.status == 200, page
+                seen += [f"{p['contextRef']}/{p['callId']}" for p in page.body["pending"]]
+                if turn == 0:  # one not listed yet approved, and one more asked
+                    last = everything[-1]
+                    await b.approval_id(last["contextRef"], "propose-change", last["callId"], ASKED)
+                    await _ask(a, "late")
+                after, turn = page.body["next"], turn + 1
+                query = f"?limit=5&after={after}" if after else ""
+            expected = [f"{p['contextRef']}/{p['callId']}" for p in everything[:-1]]
+            assert seen[:-1] == expected and seen[-1].endswith("/late")
+            one = everything[3]
+            found = f"?contextRef={one['contextRef']}&callId={one['callId']}"
+            for replica in (a, b):
+                listed = await replica.call(
+                    "GET", "/v1/context/tools/pending" + found, headers=APPROVAL
+                )
+                assert listed.body == {"pending": [one], "next": None}
+            for bad in ("e30", "not-base64!", "0badc0de.3"):  # {}, not a cursor, the memory's
+                refused = await b.call(
+                    "GET", f"/v1/context/tools/pending?after={bad}", headers=APPROVAL
+                )
+                assert (refused.status, refused.body["error"]["code"]) == (400, "BAD_REQUEST")
 
     run_async(scenario())
 

@@ -25,6 +25,7 @@ from runtime_harness import (
 from policy.engine.state import APPROVAL_TTL_MS
 from seif import RuntimeClient
 from servers.runtime.service import Runtime
+from servers.wire.paging import Page
 
 REASON = "not-this-lesson-7f3a9c"  # a reason text that must never reach the disk
 APPROVER = {**APPROVAL, "x-seif-approver": "ops-ana"}
@@ -147,7 +148,7 @@ def test_pending_and_unused_approval_expire_and_are_logged(tmp_path: Path) -> No
         ctx = await _ask(s)
         clock.advance(APPROVAL_TTL_MS)
         assert await _status(s, ctx, "p1") == {"state": "EXPIRED"}
-        assert runtime.pending_calls() == []
+        assert runtime.approvals.pending_page(Page()).items == []
         assert await _status(s, ctx, "p1") == {"state": "EXPIRED"}
         expired = [e for e in await _events(s, ctx) if e["event"] == "APPROVAL_EXPIRED"]
         assert [(e["callId"], e["expired"]) for e in expired] == [("p1", "PENDING")]

@@ -103,7 +103,7 @@ def test_pending_calls_per_context_keep_the_newest_32(tmp_path: Path) -> None:
 def test_pending_calls_in_all_drop_the_oldest(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
         assert runtime.pending.in_all == 10_000 and runtime.pending.per_context == 32
-        runtime.pending = PendingCalls(in_all=30)  # the bound in all, made reachable
+        runtime.approvals.pending = PendingCalls(in_all=30)  # the bound in all, made reachable
         first = (await s.resolve())["contextRef"]
         second = (await s.resolve())["contextRef"]
         for i in range(20):
@@ -262,6 +262,45 @@ def test_the_pending_list_says_when_each_call_stops_being_approvable(tmp_path: P
     run_on_fake_clock(tmp_path, scenario)
 
 
+def test_the_runtime_s_pending_list_is_paged(tmp_path: Path) -> None:
+    """One application filling its share made every listing carry all its calls (16 MiB); the
+    runtime's list is paged as the approval server's: 50 calls by default, ``next`` to follow
+    (null on the last page), ``limit`` 1..200 (else 400), a cursor that is none 400; and one
+    call by ``contextRef`` and ``callId``, which is how the approval server finds what it
+    decides."""
+
+    async def scenario(s: Stack, _runtime: Runtime, clock: FakeClock) -> None:
+        contexts = [(await s.resolve())["contextRef"] for _ in range(3)]
+        for n in range(60):
+            clock.advance(1)
+            await ask(s, contexts[n % 3], f"p{n}", proposal(n))
+        first = (await s.call("GET", "/v1/context/tools/pending", headers=APPROVAL)).body
+        assert [p["callId"] for p in first["pending"]] == [f"p{n}" for n in range(50)]
+        path = f"/v1/context/tools/pending?limit=200&after={first['next']}"
+        rest = (await s.call("GET", path, headers=APPROVAL)).body
+        assert [p["callId"] for p in rest["pending"]] == [f"p{n}" for n in range(50, 60)]
+        assert rest["next"] is None
+        for query in (
+            *("limit=0", "limit=201", "limit=x", "after=zz", "after=", "contextRef=a"),
+            *("contextRef=a&callId=b&after=c.1", f"contextRef=a&callId={'b' * 257}"),
+        ):
+            bad = await s.call("GET", f"/v1/context/tools/pending?{query}", headers=APPROVAL)
+            assert (bad.status, bad.body["error"]["code"]) == (400, "BAD_REQUEST"), query
+        one = f"/v1/context/tools/pending?contextRef={contexts[1]}&callId=p7"
+        assert (await s.call("GET", one, headers=APPROVAL)).body == {
+            "pending": [first["pending"][7]],
+            "next": None,
+        }
+        none = (await s.call("GET", one + "0", headers=APPROVAL)).body
+        assert none == {"pending": [], "next": None}
+        earlier = "/v1/context/tools/pending?limit=1&after=0badc0de.59"  # another process's
+        assert (await s.call("GET", earlier, headers=APPROVAL)).body["pending"] == [
+            first["pending"][0]
+        ]
+
+    run_on_fake_clock(tmp_path, scenario)
+
+
 # ------------------------------------------------------------------ quotas per credential
 
 OTHER = {"Authorization": f"Bearer {OTHER_APP_TOKEN}"}
@@ -353,7 +392,7 @@ async def flood(s: Stack, contexts: int, per_context: int) -> list[tuple[str, st
 def test_one_credential_filling_its_pending_quota_never_drops_another_s(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
         assert runtime.pending.per_credential == 1_000
-        runtime.pending = PendingCalls(per_credential=10)  # the quota, made reachable
+        runtime.approvals.pending = PendingCalls(per_credential=10)  # the quota, made reachable
         ctx = (await s.resolve())["contextRef"]
         for i in range(3):
             await ask(s, ctx, f"p{i}", proposal(i))
@@ -368,7 +407,7 @@ def test_one_credential_filling_its_pending_quota_never_drops_another_s(tmp_path
 
 def test_the_pending_bounds_in_all_drop_the_busiest_credential_s_oldest(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
-        runtime.pending = PendingCalls(in_all=12)  # the bound in all, made reachable
+        runtime.approvals.pending = PendingCalls(in_all=12)  # the bound in all, made reachable
         ctx = (await s.resolve())["contextRef"]
         for i in range(3):
             await ask(s, ctx, f"p{i}", proposal(i))

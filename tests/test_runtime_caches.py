@@ -104,7 +104,7 @@ def test_resolves_with_distinct_trace_ids_share_one_cache_entry(tmp_path: Path) 
         for i in range(30):
             found = await s.resolve(objective="learner", traceId=f"{i:032x}")
             bodies.append({k: v for k, v in found.items() if k != "contextRef"})
-        assert len(runtime._resolved) == 1
+        assert len(runtime.contexts._resolved) == 1
         assert len(events._placed) == 1
         assert all(b == bodies[0] for b in bodies)
 

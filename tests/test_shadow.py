@@ -33,7 +33,7 @@ from seif.cli import main
 from seif.tracefile import open_log
 from servers.http.app import RUNTIME
 from servers.runtime.shadow import ShadowWorker
-from servers.store.datadir import DECISION_LOG
+from servers.store.sqlite.datadir import DECISION_LOG
 
 SEARCH = {"query": "median", "limit": 8}
 
@@ -199,7 +199,7 @@ def test_the_shadow_is_counted_in_the_metrics(tmp_path: Path) -> None:
 async def _responses(root: Path, shadow: Mapping[str, Any] | None, hook: Any = None) -> Any:
     async with running_stack(root, shadow=shadow) as s:
         if hook is not None:
-            hook(s.runtime_app[RUNTIME].shadow)
+            hook(s.runtime_app[RUNTIME].shadowing.shadow)
         seen = await _traffic(s)
         resolved = await s.call("POST", "/v1/context/resolve", {"objective": "learner"})
         return _without_refs({"receipts": seen["receipts"], "resolved": resolved.body})
@@ -247,7 +247,7 @@ def test_a_stalled_shadow_delays_no_response_and_drops_what_it_cannot_take(
         async with running_stack(
             tmp_path, shadow={"shadow_dir": candidate, "shadow_backlog": 2}
         ) as s:
-            worker = s.runtime_app[RUNTIME].shadow
+            worker = s.runtime_app[RUNTIME].shadowing.shadow
             stalling(worker)
             began = time.perf_counter()
             for _ in range(12):  # the first batch stalls the thread, two wait, the rest drop
@@ -346,7 +346,7 @@ def test_replicas_on_postgresql_log_their_shadows_in_the_shared_table(
     the shared table, and agree with a what-if over it."""
     from test_replicas import replicas
 
-    from servers.store.pg_log import decoded, stored_records
+    from servers.store.postgres.log import decoded, stored_records
 
     candidate = _candidate_dir(tmp_path)
 

@@ -20,7 +20,7 @@ from policy import Call, ContextState, decide, disclose
 from policy.engine.state import fingerprint
 from policy.json.canonical import EncodingError, canonical_cbor
 from servers.log.decision_log import DecisionLog
-from servers.store.dispatch import (
+from servers.store.sqlite.store import (
     FAILED,
     INTERRUPTED,
     PENDING,
@@ -174,7 +174,7 @@ def test_engine_limit_with_real_decide(store: Store, reference_ir) -> None:  # t
 PROCESS = """
 import asyncio, sys, time
 from pathlib import Path
-from servers.store.dispatch import Store
+from servers.store.sqlite.store import Store
 path, go, call_id, fp = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 store = Store.open(Path(path))
 print("ready", flush=True)
@@ -669,7 +669,7 @@ def test_group_commit_waits_only_while_writes_come_fast(
 ) -> None:
     """A write at a low rate commits at once; while writes come fast, a batch waits up to
     ``linger_s`` for more (group-commit delay); after a quiet spell, no wait again."""
-    from servers.store import writer as store_writer
+    from servers.store.sqlite import writer as store_writer
 
     sizes: list[int] = []
     real = store_writer._run_batch
@@ -715,7 +715,7 @@ def test_a_failure_past_the_transaction_fails_its_waiters_and_the_writer_goes_on
 ) -> None:
     """The writer thread once died when its own code raised after a commit (in the step that
     logs a batch's records), leaving every waiter of the batch, and every later one, hanging."""
-    from servers.store import writer as store_writer
+    from servers.store.sqlite import writer as store_writer
 
     calls = 0
     real = store_writer._logged

@@ -20,9 +20,9 @@ from policy.engine.state import fingerprint
 from policy.json.canonical import canonical_cbor
 from servers.log.decision_log import admit, read_records
 from servers.log.encoding import encoded, unchained
-from servers.store.pg_log import REPLICA_LOST, renew
-from servers.store.pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, redacted
-from servers.store.postgres import PgStore
+from servers.store.postgres.log import REPLICA_LOST, renew
+from servers.store.postgres.schema import MIGRATIONS, PG_SCHEMA_VERSION, redacted
+from servers.store.postgres.store import PgStore
 from servers.store.rows import (
     FAILED,
     INTERRUPTED,

@@ -24,7 +24,9 @@ from runtime_harness import (
     READ_ARGS,
     READER_TOKEN,
     TOOL_TOKENS,
+    Config,
     bindings_document,
+    prepare_config,
     run_async,
     running_stack,
     runtime_stack,
@@ -46,8 +48,8 @@ from servers.log.decision_log import (
     read_records,
 )
 from servers.log.reading import scan
-from servers.store.datadir import DataDir, DataDirError
-from servers.store.opening import open_data
+from servers.store.sqlite.datadir import DataDir, DataDirError
+from servers.store.sqlite.opening import open_data
 
 NOW = 1_800_000_000_000
 COUNT = 8
@@ -348,6 +350,46 @@ def test_the_runtime_refuses_to_open_a_broken_chain(tmp_path: Path) -> None:
     assert "breaks at seq 4 (byte" in refused.value.message
     assert "as evidence" in refused.value.remedy
     assert log.read_bytes() == before  # kept exactly, as evidence
+
+
+def test_a_log_cut_before_the_store_s_mark_fails_verify_as_the_runtime_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: `seif trace verify --data` said OK on a log cut in half while the store in
+    the same directory had seen a later seq (the runtime refused that directory)."""
+
+    async def calls() -> Config:
+        async with running_stack(tmp_path) as s:
+            for i in range(3):
+                ctx = (await s.resolve(objective="learner", consumer="tutor-app"))["contextRef"]
+                receipt = await s.execute(ctx, "inspect-context", f"r{i}", READ_ARGS)
+                assert receipt["status"] == "SUCCEEDED"
+            code, serving = verify(capsys, "--data", str(s.config.data))  # while it serves
+            assert code == 0 and serving["storeMark"] <= serving["head"]["seq"], serving
+            return s.config
+
+    config = run_async(calls())
+    data, log = config.data, config.data / "decisions.cbor"
+    files = sorted(p.name for p in data.iterdir())
+    code, found = verify(capsys, "--data", str(data))
+    assert sorted(p.name for p in data.iterdir()) == files  # read only: no -wal, no -shm
+    mark = found["storeMark"]
+    assert code == 0 and mark == found["head"]["seq"] == 9, found  # 3 x DISCLOSED, INTENT, RESULT
+    whole = log.read_bytes()
+    log.write_bytes(whole[: len(whole) // 2])  # in half: whole records, then a part of one
+    code, found = verify(capsys, "--data", str(data))
+    assert code == 1 and found["ok"] is False and found["broken"] is None, found
+    assert found["error"]["code"] == "LOG_TRUNCATED" and found["storeMark"] == mark
+    lost = found["error"]["message"]
+    assert f"ends at seq {found['head']['seq']} (and " in lost and f"reach seq {mark}:" in lost
+    code, out, err = verify_text(capsys, "--data", str(data))
+    assert code == 1 and err == "" and f"FAIL: LOG_TRUNCATED: {lost}" in out
+    assert f"the store (`dispatch.sqlite`) saw the log reach seq {mark}" in out
+    assert verify(capsys, "--log", str(log))[0] == 0  # the log alone: its chain holds
+    with pytest.raises(DataDirError) as refused:  # the runtime: the same check, the same words
+        prepare_config(config)
+    assert (refused.value.code, refused.value.message) == ("LOG_TRUNCATED", lost)
+    assert log.read_bytes() == whole[: len(whole) // 2]  # neither changed the log
 
 
 # --- export -----------------------------------------------------------------------------------

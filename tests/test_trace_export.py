@@ -17,7 +17,7 @@ from policy.json.strict import loads
 from seif.cli import main
 from seif.tracefile import TraceFileError, export, open_log
 from servers.log.decision_log import DecisionLog, read_records
-from servers.store.datadir import DataDir
+from servers.store.sqlite.datadir import DataDir
 
 
 def event(i: int) -> dict[str, Any]:

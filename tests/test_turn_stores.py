@@ -11,8 +11,8 @@ import pytest
 
 from servers.store.interface import TurnStore
 from servers.store.memory import MemoryTurns
-from servers.store.pg_turns import StoredTurns
-from servers.store.postgres import PgStore
+from servers.store.postgres.store import PgStore
+from servers.store.postgres.turns import StoredTurns
 from servers.store.rows import TurnRow
 
 NOW = 1_790_000_000_000

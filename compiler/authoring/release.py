@@ -39,7 +39,8 @@ from compiler.builds.build import load_build, write_build
 from compiler.builds.registry import Registered, Registry, RegistryError
 from compiler.diagnostics import Collector, CompileError
 from compiler.driver import compile_file
-from compiler.passes.parse import parse_json_text, read_text
+from compiler.passes.parse import parse_json_text
+from compiler.readfile import read_regular, reason
 from policy.diagnostic import Diagnostic, Location, headline
 from policy.engine.testing import TestReport, run_tests
 from policy.ir import Project, Tool
@@ -212,13 +213,12 @@ def read_previous(path: Path, environment: str) -> Previous:
     """The current revision of the bindings file at ``path`` (none when absent)."""
     if not path.exists():
         return Previous(None, None)
+    try:
+        text = read_regular(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        message = f"`{path}` cannot be read as a bindings file: {reason(exc)}"
+        raise _refuse("BINDINGS_UNREADABLE", path, message) from None
     out = Collector("release")
-    text = read_text(path, out) if path.is_file() else None
-    if text is None:
-        message = f"`{path}` cannot be read as a bindings file" + (
-            "" if path.is_file() else ": it is not a regular file"
-        )
-        raise _refuse("BINDINGS_UNREADABLE", path, message)
     document = parse_json_text(text, out)
     problems = [_invalid(d) for d in out.items] or bindings_problems(document)
     if problems:
@@ -362,8 +362,8 @@ def _write(
     """Write the bindings file and contracts.json, unless the file changed since it was read."""
     digest = registered.build.digest
     try:
-        now = target.read_bytes() if target.exists() else None
-    except OSError:
+        now = read_regular(target) if target.exists() else None
+    except OSError:  # a FIFO or a device now: not what was read
         now = b""
     if now != previous.data:
         message = "the file changed while the release was prepared: read it and release again"

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from compiler.builds.build import write_atomic
 from compiler.diagnostics import CompileError
 from compiler.driver import CompileResult, compile_seif, compile_text
+from compiler.readfile import read_regular, reason
 from policy.diagnostic import Diagnostic, Location
 from policy.engine.testing import TestReport
 from policy.ir import Project, Tool
@@ -130,12 +131,12 @@ def source_from_text(path: str | os.PathLike[str], text: str) -> ProjectSource:
 
 def read_raw(path: str | os.PathLike[str]) -> str:
     """The file's text exactly, line endings included; :class:`AuthoringError`
-    ``FILE_UNREADABLE``."""
+    ``FILE_UNREADABLE`` (also for a path that names no regular file, or a file over
+    :data:`~compiler.readfile.MAX_FILE_BYTES`: :func:`~compiler.readfile.read_regular`)."""
     try:
-        return Path(path).read_bytes().decode("utf-8")
+        return read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise refusal("FILE_UNREADABLE", f"`{path}` cannot be read: {reason}") from None
+        raise refusal("FILE_UNREADABLE", f"`{path}` cannot be read: {reason(exc)}") from None
 
 
 def load_source(path: str | os.PathLike[str]) -> ProjectSource:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.diagnostics import Collector
+from compiler.readfile import read_regular, reason
 from policy.json.strict import JsonError, loads
 
 PASS = "parse"
@@ -39,10 +40,10 @@ def parse_json_text(text: str, out: Collector) -> Any:
 
 
 def read_text(path: Path, out: Collector) -> str | None:
-    """The UTF-8 text of ``path``, or None with a ``FILE_UNREADABLE`` diagnostic."""
+    """The UTF-8 text of ``path`` (a regular file of at most
+    :data:`~compiler.readfile.MAX_FILE_BYTES`), or None with a ``FILE_UNREADABLE`` diagnostic."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        out.error("FILE_UNREADABLE", "", f"cannot read `{path}`: {reason}")
+        out.error("FILE_UNREADABLE", "", f"cannot read `{path}`: {reason(exc)}")
         return None

@@ -28,8 +28,8 @@ from servers.http.serving import (
 )
 from servers.runtime.shadow import BACKLOG
 from servers.runtime.startup import Prepared, StartRefused, prepare
-from servers.store.datadir import DataDirError, DataDirLocked
 from servers.store.rows import StoreError
+from servers.store.sqlite.datadir import DataDirError, DataDirLocked
 
 if TYPE_CHECKING:  # the mcp SDK is loaded only when MCP is served
     from servers.mcp.mounted import McpOptions

@@ -24,10 +24,12 @@ from servers.http.middleware import errors
 from servers.http.pages import no_icon, secured
 from servers.wire.errors import ErrorCode, Refused
 from servers.wire.limits import MAX_BODY_BYTES, MAX_ID_LENGTH
+from servers.wire.paging import page_of
 
 PAGE = {  # path -> (file of servers/approval/page, content type)
     "/": ("index.html", "text/html"),
     "/app.js": ("app.js", "text/javascript"),
+    "/text.js": ("text.js", "text/javascript"),
     "/app.css": ("app.css", "text/css"),
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -67,7 +69,8 @@ async def health(_request: web.Request) -> web.Response:
 
 async def pending(request: web.Request) -> web.Response:
     _approver(request)
-    return json_response(await request.app[DESK].pending())
+    body = await request.app[DESK].pending(page_of(request.query))
+    return web.Response(body=body, content_type="application/json")
 
 
 def _decision(kind: str) -> Handler:

@@ -7,11 +7,14 @@ callId and canonical arguments. A call asked again with other arguments is anoth
 with another id: an approver's click approves exactly what the approver was shown, and the
 approval server forwards the runtime's own entry for it, never arguments from the browser.
 
-A decision is looked up afresh in the runtime's list. Not listed: ``409 ALREADY_DECIDED`` when
-this server decided it (or forwarded a decision of it that the runtime refused as decided),
-``404 PENDING_EXPIRED`` when its window ran out, ``404 PENDING_UNKNOWN`` otherwise. Listed: it
-is forwarded, and the runtime, which decides one call at a time, is the arbiter between two
-approvers (or two approval servers): the second gets ``409 ALREADY_DECIDED``.
+The list is paged (``servers.wire.paging``): each listing reads one page of the runtime's.
+A decision is looked up afresh in the runtime: its one call, by the contextRef and callId this
+server listed it with (a pendingId it never listed is looked for page by page). Not listed:
+``409 ALREADY_DECIDED`` when this server decided it (or forwarded a decision of it that the
+runtime refused as decided), ``404 PENDING_EXPIRED`` when its window ran out,
+``404 PENDING_UNKNOWN`` otherwise. Listed: it is forwarded, and the runtime, which decides one
+call at a time, is the arbiter between two approvers (or two approval servers): the second gets
+``409 ALREADY_DECIDED``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import unicodedata
+import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,10 +32,14 @@ from typing import Any
 import blake3
 
 from policy.json.canonical import EncodingError, canonical_json_bytes
+from policy.json.strict import dump_bytes
 from servers.approval.upstream import Answer, Upstream
 from servers.runtime.events import iso
+from servers.support.visible import escape_invisible, has_visible
+from servers.wire import paging
 from servers.wire.errors import ErrorCode as E
 from servers.wire.errors import Refused
+from servers.wire.paging import MAX_LIMIT, Listed, Page
 
 Clock = Callable[[], int]
 KEY_CONTEXT = "seif 2026 approval-server pendingId v1"
@@ -41,6 +48,7 @@ REMEMBERED = 10_000
 MAX_REASON = 500
 FIELDS = ("contextRef", "tool", "callId", "arguments", "reason", "coordinates")
 TIMES = ("requestedAt", "expiresAt")
+PENDING_ID = re.compile(r"pnd_[0-9a-f]{32}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +64,26 @@ class Decided:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A pending call as this server listed it: when it expires, and its call."""
+
+    expires_at: int
+    call: tuple[str, str]
+    """Its ``(contextRef, callId)``."""
+
+
 def check_reason(body: dict[str, Any]) -> str:
-    """The decision's reason: required, 1..500 characters, not only white space."""
+    """The decision's reason: required, 1..500 characters, with a visible character (one made
+    only of spaces, controls, zero-width or blank characters is no reason)."""
     unknown = sorted(set(body) - {"reason"})
     if unknown:
         raise Refused(E.UNKNOWN_FIELD, f"unknown field `{unknown[0][:64]}`")
     reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise Refused(E.REASON_REQUIRED)
-    if len(reason) > MAX_REASON:
-        message = f"`reason` is longer than {MAX_REASON} characters"
-        raise Refused(E.REASON_TOO_LONG, message)
+    if isinstance(reason, str) and len(reason) > MAX_REASON:
+        raise Refused(E.REASON_TOO_LONG, f"`reason` is longer than {MAX_REASON} characters")
+    if not isinstance(reason, str) or not has_visible(reason):
+        raise Refused(E.REASON_REQUIRED, "`reason` is required: say why, visibly")
     return reason
 
 
@@ -89,7 +106,7 @@ class Desk:
         self._key = blake3.blake3(
             runner_token.encode("utf-8", "surrogatepass"), derive_key_context=KEY_CONTEXT
         ).digest()
-        self._seen: OrderedDict[str, int] = OrderedDict()  # pendingId -> expiry (ms)
+        self._seen: OrderedDict[str, Known] = OrderedDict()
         self._decided: OrderedDict[str, Decided] = OrderedDict()
         self._inflight: dict[str, asyncio.Future[None]] = {}
 
@@ -98,25 +115,41 @@ class Desk:
         digest = blake3.blake3(canonical_json_bytes(identity), key=self._key).hexdigest()
         return "pnd_" + digest[:32]
 
-    async def listed(self) -> list[tuple[str, dict[str, Any]]]:
-        """``(pendingId, the runtime's entry)`` of every call the runtime holds, oldest first
-        (an entry that is not the runtime's shape is left out: fail closed)."""
-        out = []
-        for entry in await self.upstream.pending():
-            if not all(k in entry for k in (*FIELDS[:4], "expiresAt")):
-                continue
-            try:
-                pending_id = self.pending_id(entry)
-            except EncodingError:
-                continue
-            self._remember(self._seen, pending_id, _ms(entry.get("expiresAt")) or 0)
-            out.append((pending_id, entry))
-        return out
+    async def listed(
+        self, limit: int, after: str | None = None, call: tuple[str, str] | None = None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        """A page of the runtime's list (``Upstream.pending``): ``(pendingId, the runtime's
+        entry)`` of its calls, oldest first (an entry that is not the runtime's shape is left
+        out: fail closed), and the cursor of the next page."""
+        entries, after_them = await self.upstream.pending(limit, after, call)
+        return [found for entry in entries if (found := self._identified(entry))], after_them
 
-    async def pending(self) -> dict[str, Any]:
-        """The body of ``GET /v1/pending``."""
-        shown = [_shown(pending_id, entry) for pending_id, entry in await self.listed()]
-        return {"pending": shown, "now": iso(self.clock())}
+    def _identified(self, entry: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        ref, call_id = entry.get("contextRef"), entry.get("callId")
+        shaped = all(k in entry for k in (*FIELDS[:4], "expiresAt"))
+        if not (shaped and isinstance(ref, str) and isinstance(call_id, str)):
+            return None
+        try:
+            pending_id = self.pending_id(entry)
+        except EncodingError:
+            return None
+        known = Known(_ms(entry.get("expiresAt")) or 0, (ref, call_id))
+        self._remember(self._seen, pending_id, known)
+        return pending_id, entry
+
+    async def pending(self, page: Page) -> bytes:
+        """The body of ``GET /v1/pending``: the runtime's page of ``page.limit`` calls, cut to
+        what fits in 4 MiB here (``argumentsText`` makes an entry larger than the runtime's).
+        When fewer fit, the runtime is asked again for that many, so that ``next`` follows
+        exactly the last call shown."""
+        limit = page.limit
+        while True:
+            listed, after_them = await self.listed(limit, page.after)
+            shown = [dump_bytes(_shown(pending_id, entry)) for pending_id, entry in listed]
+            taken = paging.taken(map(len, shown), limit)
+            if taken == len(shown):
+                return paging.body(Listed(shown, after_them), now=iso(self.clock()))
+            limit = taken
 
     async def decide(self, kind: str, pending_id: str, approver: str, reason: str) -> Any:
         """Approve (``kind`` ``approve``) or reject the pending call ``pending_id``. A decision
@@ -131,7 +164,7 @@ class Desk:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._inflight[pending_id] = done
         try:
-            found = dict(await self.listed()).get(pending_id)
+            found = await self._find(pending_id)
             if found is None:
                 raise self._not_pending(pending_id)
             answer = await self.upstream.decide(kind, found, approver, reason)
@@ -140,6 +173,22 @@ class Desk:
             if self._inflight.get(pending_id) is done:
                 del self._inflight[pending_id]
             done.set_result(None)
+
+    async def _find(self, pending_id: str) -> dict[str, Any] | None:
+        """The runtime's entry of the call ``pending_id``, if it is still pending: asked for by
+        its contextRef and callId when this server listed it, else looked for page by page
+        (listed through another approval server, or before a restart)."""
+        seen = self._seen.get(pending_id)
+        if seen is not None:
+            return dict((await self.listed(1, call=seen.call))[0]).get(pending_id)
+        if not PENDING_ID.fullmatch(pending_id):
+            return None
+        after: str | None = None
+        while True:
+            listed, after = await self.listed(MAX_LIMIT, after)
+            found = dict(listed).get(pending_id)
+            if found is not None or after is None:
+                return found
 
     def _decided_by(self, kind: str, pending_id: str, approver: str, answer: Answer) -> Any:
         if answer.status == HTTPStatus.OK and isinstance(answer.body, dict):
@@ -166,8 +215,8 @@ class Desk:
         decided = self._decided.get(pending_id)
         if decided is not None:
             return _already(decided)
-        expiry = self._seen.get(pending_id)
-        if expiry is not None and expiry <= self.clock():
+        seen = self._seen.get(pending_id)
+        if seen is not None and seen.expires_at <= self.clock():
             return Refused(E.PENDING_EXPIRED)
         message = "no such pending call: decided elsewhere, gone, or never asked"
         return Refused(E.PENDING_UNKNOWN, message)
@@ -195,24 +244,11 @@ def _shown(pending_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
-
-
 def exact_text(value: Any) -> str:
     """The arguments as the approver must read them: JSON text, 2-space indent, numbers as
     they will run (no rounding to a double, ``1.0`` stays ``1.0``), and every character that
-    shows nothing or reorders text (controls, bidi and zero-width format characters, line and
-    paragraph separators, private use) as a visible ``\\uXXXX`` escape. The text is JSON
-    that denotes exactly the forwarded arguments."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return "".join(_visible(c) for c in text)
-
-
-def _visible(char: str) -> str:
-    if char == "\n" or unicodedata.category(char) not in _HIDDEN:
-        return char
-    code = ord(char)
-    if code > 0xFFFF:  # as a JSON surrogate pair
-        code -= 0x10000
-        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-    return f"\\u{code:04x}"
+    renders as nothing or as a blank (:mod:`servers.support.visible`: controls, bidi and
+    zero-width format characters, default-ignorable code points, combining marks, spaces other
+    than U+0020, private use) as a visible ``\\uXXXX`` escape. The text is JSON that denotes
+    exactly the forwarded arguments."""
+    return escape_invisible(json.dumps(value, indent=2, ensure_ascii=False))

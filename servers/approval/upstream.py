@@ -20,9 +20,9 @@ from policy.json.strict import dumps, loads
 from servers.wire.errors import ErrorCode, Refused
 
 TIMEOUT_S = 10.0
-MAX_ANSWER_BYTES = 96 << 20
-"""The largest runtime answer read: the runtime holds at most 64 MiB of pending arguments
-(``servers.runtime.pending.MAX_BYTES``), plus the fields of at most 10,000 entries."""
+MAX_ANSWER_BYTES = 16 << 20
+"""The largest runtime answer read: a page of the pending list is at most 4 MiB, or one call
+(its arguments at most 1 MiB: ``servers.runtime.pending.MAX_ONE_BYTES``) and its fields."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +56,28 @@ class Upstream:
             await self._session.close()
             self._session = None
 
-    async def pending(self) -> list[dict[str, Any]]:
-        """The runtime's ``GET /v1/context/tools/pending``."""
-        answer = await self._request("GET", "/v1/context/tools/pending", None, {})
-        listed = answer.body.get("pending") if isinstance(answer.body, dict) else None
+    async def pending(
+        self, limit: int, after: str | None = None, call: tuple[str, str] | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the runtime's ``GET /v1/context/tools/pending``: ``limit`` calls at most
+        after the cursor ``after``, or the one call ``(contextRef, callId)``; its calls and the
+        cursor of the next page. A cursor the runtime refuses is the client's: 400."""
+        query: dict[str, str] = {"limit": str(limit)}
+        if after is not None:
+            query["after"] = after
+        if call is not None:
+            query["contextRef"], query["callId"] = call
+        answer = await self._request("GET", "/v1/context/tools/pending", None, {}, query)
+        body = answer.body if isinstance(answer.body, dict) else {}
+        refused = ErrorCode.BAD_REQUEST
+        if after is not None and (answer.status, answer.code) == (refused.status, refused.code):
+            raise Refused(refused, "`after` must be the `next` of a page of this list")
+        listed, after_it = body.get("pending"), body.get("next")
         if answer.status != HTTPStatus.OK or not isinstance(listed, list):
             raise _bad("the runtime's pending list is not what its API describes")
-        return [item for item in listed if isinstance(item, dict)]
+        if not (after_it is None or isinstance(after_it, str)):
+            raise _bad("the runtime's pending list is not what its API describes")
+        return [item for item in listed if isinstance(item, dict)], after_it
 
     async def decide(self, kind: str, entry: dict[str, Any], approver: str, reason: str) -> Answer:
         """``POST /v1/context/tools/approve`` or ``/reject`` of exactly ``entry`` (the runtime's
@@ -73,7 +88,14 @@ class Upstream:
             "POST", f"/v1/context/tools/{kind}", body, {"x-seif-approver": approver}
         )
 
-    async def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        headers: dict[str, str],
+        query: dict[str, str] | None = None,
+    ) -> Answer:
         session = self._session
         if session is None:
             session = self._session = aiohttp.ClientSession(timeout=self._timeout)
@@ -83,7 +105,12 @@ class Upstream:
             sent["Content-Type"] = "application/json"
         try:
             async with session.request(
-                method, self.base_url + path, data=data, headers=sent, allow_redirects=False
+                method,
+                self.base_url + path,
+                params=query,
+                data=data,
+                headers=sent,
+                allow_redirects=False,
             ) as r:
                 raw = await _body(r)
                 status = r.status

@@ -21,9 +21,9 @@ from __future__ import annotations
 import functools
 import os
 import ssl
-import stat
 from pathlib import Path
 
+from compiler.readfile import FileTooLarge, NotRegularFile, read_regular
 from policy.diagnostic import Diagnostic, DiagnosticError
 
 MAX_CA_FILE_BYTES = 4 << 20
@@ -58,29 +58,22 @@ def client_context(ca_file: Path | None = None) -> ssl.SSLContext:
 
 
 def _read(path: Path, shown: str) -> bytes:
-    """The bytes of a regular file of at most :data:`MAX_CA_FILE_BYTES`."""
+    """The bytes of a regular file of at most :data:`MAX_CA_FILE_BYTES`, opened without
+    blocking and checked once open (:func:`~compiler.readfile.read_regular`)."""
     unreadable = "CA_FILE_UNREADABLE"
     try:
-        mode = path.stat().st_mode
+        return read_regular(path, MAX_CA_FILE_BYTES)
     except FileNotFoundError:
         raise CaFileProblem(unreadable, f"{shown} does not exist") from None
-    except OSError as error:
-        raise CaFileProblem(
-            unreadable, f"{shown} cannot be read ({type(error).__name__})"
-        ) from None
-    if not stat.S_ISREG(mode):
-        raise CaFileProblem(unreadable, f"{shown} is not a regular file")
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_CA_FILE_BYTES + 1)
-    except OSError as error:
-        raise CaFileProblem(
-            unreadable, f"{shown} cannot be read ({type(error).__name__})"
-        ) from None
-    if len(data) > MAX_CA_FILE_BYTES:
+    except NotRegularFile:
+        raise CaFileProblem(unreadable, f"{shown} is not a regular file") from None
+    except FileTooLarge:
         limit = f"{MAX_CA_FILE_BYTES >> 20} MiB"
-        raise CaFileProblem("CA_FILE_INVALID", f"{shown} is larger than {limit}")
-    return data
+        raise CaFileProblem("CA_FILE_INVALID", f"{shown} is larger than {limit}") from None
+    except OSError as error:
+        raise CaFileProblem(
+            unreadable, f"{shown} cannot be read ({type(error).__name__})"
+        ) from None
 
 
 def _checked_context(path: Path, shown: str) -> ssl.SSLContext:

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -24,6 +23,7 @@ from compiler.authoring.show import show_tools
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
 from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_tool
 from compiler.diagnostics import CompileError
+from compiler.readfile import read_regular
 from policy.json.strict import JsonError, loads
 from servers.design.workspace import Workspace, body_of, json_field, refused, workspace
 from servers.http.bodies import json_response
@@ -34,14 +34,19 @@ B = TypeVar("B")
 Compute = Callable[[Workspace, B], dict[str, Any]]
 
 
-def operation(kind: type[B], compute: Compute[B]) -> Callable[[web.Request], Any]:
-    """A handler: the body decoded as ``kind``, then ``compute`` in the worker thread."""
+def operation(
+    kind: type[B], compute: Compute[B], *, changes: bool = True
+) -> Callable[[web.Request], Any]:
+    """A handler: the body decoded as ``kind``, then ``compute`` in a worker thread, under
+    the workspace's lock when it ``changes`` a file (:meth:`Workspace.run`), without it when
+    it only reads (:meth:`Workspace.read`)."""
 
     async def handle(request: web.Request) -> web.Response:
         body = await body_of(request, kind)
         ws = workspace(request)
+        run = ws.run if changes else ws.read
         try:
-            result = await ws.run(compute, ws, body)
+            result = await run(compute, ws, body)
         except CompileError as exc:
             raise refused(exc) from None
         return json_response(result)
@@ -152,7 +157,7 @@ def _bindings(ws: Workspace) -> dict[str, Any] | None:
     if ws.bindings is None:
         return None
     try:
-        document = loads(Path(ws.bindings).read_bytes())
+        document = loads(read_regular(ws.bindings))
     except (OSError, JsonError):
         return None
     return document if isinstance(document, dict) else None
@@ -160,7 +165,7 @@ def _bindings(ws: Workspace) -> dict[str, Any] | None:
 
 async def project_state(request: web.Request) -> web.Response:
     ws = workspace(request)
-    return json_response(await ws.run(overview, ws))
+    return json_response(await ws.read(overview, ws))
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -168,4 +173,6 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/api/tools/new", operation(design.NewTool, _new))
     router.add_post("/api/tools/include", operation(design.IncludeTool, _include))
     router.add_post("/api/tools/protect", operation(design.ProtectTool, _protect))
-    router.add_post("/api/tools/check-call", operation(design.CheckCall, _check_call))
+    router.add_post(
+        "/api/tools/check-call", operation(design.CheckCall, _check_call, changes=False)
+    )

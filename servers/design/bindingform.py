@@ -23,6 +23,7 @@ from compiler.authoring import jsontext
 from compiler.authoring.bindings import json_bytes, placeholder_endpoint
 from compiler.authoring.release import CONFIGURED_NOT_READY, bindings_problems
 from compiler.authoring.source import AuthoringError, compiled, load_source, refusal, rewrite
+from compiler.readfile import read_regular, reason
 from policy import ir
 from policy.diagnostic import Diagnostic
 from policy.json.pointer import join
@@ -59,11 +60,11 @@ def _unresolved_keychain(_service: str, name: str) -> str:
 def read(path: Path) -> tuple[str, dict[str, Any]]:
     """The bindings file's text and document; refuses one that is not a bindings file."""
     try:
-        text = path.read_bytes().decode("utf-8")  # exactly: `rewrite` compares it
+        text = read_regular(path).decode("utf-8")  # exactly: `rewrite` compares it
         document = loads(text)
     except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-        raise refusal("BINDINGS_UNREADABLE", f"`{path}` cannot be read: {reason}") from None
+        message = f"`{path}` cannot be read: {reason(exc)}"
+        raise refusal("BINDINGS_UNREADABLE", message) from None
     except JsonError as exc:
         raise refusal("BINDINGS_INVALID", f"`{path}` is not strict JSON: {exc}") from None
     problems = bindings_problems(document)

@@ -57,10 +57,11 @@ def _release(ws: Workspace, body: design.Release) -> dict[str, Any]:
 
 
 def _form(ws: Workspace) -> dict[str, Any]:
-    if ws.bindings is None:
+    path = ws.bindings  # once: opening another file meanwhile does not change what is read
+    if path is None:
         message = "no bindings file yet: prepare a release, or open a bindings file"
         raise Refused(ErrorCode.NO_BINDINGS, message)
-    return bindingform.form(ws.project, ws.bindings)
+    return bindingform.form(ws.project, path)
 
 
 def _open(ws: Workspace, body: design.OpenBindings) -> dict[str, Any]:
@@ -71,16 +72,17 @@ def _open(ws: Workspace, body: design.OpenBindings) -> dict[str, Any]:
 
 
 def _save(ws: Workspace, body: design.SaveBinding) -> dict[str, Any]:
-    if ws.bindings is None:
+    path = ws.bindings  # once: opening another file does not wait for a change
+    if path is None:
         return _form(ws)
     secret = body.secret_ref
-    return bindingform.save(ws.project, ws.bindings, body.tool, body.endpoint, secret)
+    return bindingform.save(ws.project, path, body.tool, body.endpoint, secret)
 
 
 async def bindings_state(request: web.Request) -> web.Response:
     ws = workspace(request)
     try:
-        return json_response(await ws.run(_form, ws))
+        return json_response(await ws.read(_form, ws))
     except AuthoringError as exc:
         raise refused(exc) from None
 
@@ -89,5 +91,5 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/api/starter", operation(design.Starter, _starter))
     router.add_post("/api/release", operation(design.Release, _release))
     router.add_get("/api/bindings", bindings_state)
-    router.add_post("/api/bindings/open", operation(design.OpenBindings, _open))
+    router.add_post("/api/bindings/open", operation(design.OpenBindings, _open, changes=False))
     router.add_post("/api/bindings", operation(design.SaveBinding, _save))

@@ -4,6 +4,12 @@ One :class:`Workspace` per application: the project file, the registry, the bind
 last release wrote (or the page opened), and a lock, so that two changes are never computed
 from the same text. Each operation reads the file anew, runs in a worker thread (compiling
 takes a while) and answers JSON; a refusal is ``{"error": {"code", "message"}, "diagnostics"}``.
+
+Every file is read by :func:`compiler.readfile.read_regular`: a regular file (after following
+links) of at most 4 MiB, opened without blocking, so no path (``/dev/zero``, a FIFO, a
+directory) can make an operation read without end or wait. An operation that only reads (the
+project's state, the binding form, opening a bindings file, validating a call) takes no lock:
+whatever it is given, it holds up no other request.
 """
 
 from __future__ import annotations
@@ -33,9 +39,14 @@ class Workspace:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """``function(*args, **kwargs)`` in a worker thread, one operation at a time."""
+        """``function(*args, **kwargs)`` in a worker thread, one change at a time."""
         async with self.lock:
             return await asyncio.to_thread(function, *args, **kwargs)
+
+    async def read(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``function(*args, **kwargs)``, which writes nothing, in a worker thread, without
+        the lock: an operation that only reads never waits for a change, nor holds one up."""
+        return await asyncio.to_thread(function, *args, **kwargs)
 
 
 WORKSPACE: web.AppKey[Workspace] = web.AppKey("workspace", Workspace)

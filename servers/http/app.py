@@ -20,18 +20,17 @@ from servers.http.bodies import json_response
 from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
 from servers.runtime.metrics import Metrics
-from servers.runtime.peers import PeerWaits
 from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
 from servers.runtime.shadow import ShadowWorker
 from servers.runtime.shared_pending import SharedPendingCalls
 from servers.runtime.startup import Prepared
-from servers.runtime.turns import Turns
-from servers.wire import answers, openapi
+from servers.wire import answers, openapi, paging
 from servers.wire.capabilities import capabilities as capabilities_of
 from servers.wire.errors import ErrorCode, Refused
 from servers.wire.fields import decode
 from servers.wire.limits import MAX_BODY_BYTES, MAX_ID_LENGTH
+from servers.wire.paging import CursorInvalid
 from servers.wire.requests import (
     CompleteTurnRequest,
     DecisionRequest,
@@ -91,7 +90,7 @@ async def health(_request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    tools = await request.app[RUNTIME].readiness()
+    tools = await request.app[RUNTIME].contexts.readiness()
     ready = all(v == "READY" for v in tools.values())
     body: answers.Ready = {"ready": ready, "tools": tools}
     store = request.app[PREPARED].backend.state()
@@ -128,7 +127,7 @@ async def resolve(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "context.resolve")
     asked = decode(ResolveRequest, await bodies.read_json(request))
     turn = _live_turn(request, credential, asked.turn_id)
-    answer = await request.app[RUNTIME].resolve(asked, turn, credential.id)
+    answer = await request.app[RUNTIME].contexts.resolve(asked, turn, credential.id)
     return web.Response(body=answer, content_type="application/json")
 
 
@@ -136,19 +135,19 @@ async def execute(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "tools.execute")
     asked = decode(ExecuteRequest, await bodies.read_json(request))
     _live_turn(request, credential, asked.turn_id)
-    return json_response(await request.app[RUNTIME].execute(asked, credential.id))
+    return json_response(await request.app[RUNTIME].dispatcher.execute(asked, credential.id))
 
 
 async def approve(request: web.Request) -> web.Response:
     approver = _approver(request)
     asked = decode(DecisionRequest, await bodies.read_json(request))
-    return json_response(await request.app[RUNTIME].approve(asked, approver))
+    return json_response(await request.app[RUNTIME].approvals.approve(asked, approver))
 
 
 async def reject(request: web.Request) -> web.Response:
     approver = _approver(request)
     asked = decode(DecisionRequest, await bodies.read_json(request))
-    return json_response(await request.app[RUNTIME].reject(asked, approver))
+    return json_response(await request.app[RUNTIME].approvals.reject(asked, approver))
 
 
 async def approval_status(request: web.Request) -> web.Response:
@@ -161,20 +160,28 @@ async def approval_status(request: web.Request) -> web.Response:
             raise Refused(ErrorCode.BAD_REQUEST, f"`{name}` is not Unicode text") from None
         if len(value) > MAX_ID_LENGTH:
             raise Refused(ErrorCode.CONTEXT_UNKNOWN)
-    status = await request.app[RUNTIME].approval_status(ref, call_id, credential.id)
+    status = await request.app[RUNTIME].approvals.approval_status(ref, call_id, credential.id)
     return json_response(status)
 
 
 async def pending(request: web.Request) -> web.Response:
+    """A page of the calls held for approval (``servers.wire.paging``), or the one call
+    ``?contextRef=&callId=`` name (an empty page when it is not held)."""
     _approver(request)
-    body: answers.PendingList = {"pending": request.app[RUNTIME].pending_calls()}
-    return json_response(body)
+    page, call = paging.page_of(request.query), paging.call_of(request.query)
+    approvals = request.app[RUNTIME].approvals
+    try:
+        listed = approvals.pending_one(*call) if call else approvals.pending_page(page)
+    except CursorInvalid:
+        message = "`after` must be the `next` of a page of this list"
+        raise Refused(ErrorCode.BAD_REQUEST, message) from None
+    return web.Response(body=paging.body(listed), content_type="application/json")
 
 
 async def report(request: web.Request) -> web.Response:
     credential = bearer_credential(request, "context.resolve")
     asked = decode(ReportRequest, await bodies.read_json(request))
-    await request.app[RUNTIME].report(asked, credential.id)
+    await request.app[RUNTIME].contexts.report(asked, credential.id)
     body: answers.Accepted = {"accepted": True}
     return json_response(body, status=HTTPStatus.ACCEPTED)
 
@@ -193,7 +200,7 @@ async def traces(request: web.Request) -> web.Response:
     except ValueError:  # JsonError: not Unicode text (no record can name it)
         raise Refused(ErrorCode.BAD_REQUEST, "`contextRef` is not Unicode text") from None
     if credential.scopes & APPLICATION_SCOPES and (
-        len(ref) > MAX_ID_LENGTH or request.app[RUNTIME].owned_row(ref, credential.id) is None
+        len(ref) > MAX_ID_LENGTH or request.app[RUNTIME].contexts.owned(ref, credential.id) is None
     ):
         raise Refused(ErrorCode.CONTEXT_UNKNOWN)
 
@@ -219,31 +226,25 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     backend = prepared.backend  # opened, checked and reconciled by `prepare`
     executors = open_executors(prepared.bindings)
     held = getattr(backend, "held", None)  # a replica's table of every replica's held calls
-    app[RUNTIME] = Runtime(
+    app[RUNTIME] = runtime = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,
-        store=backend.store,
-        log=backend.log,
+        backend=backend,
         executors=executors,
-        fingerprint_key=backend.fingerprint_key,
         clock=prepared.clock,
         pending=(
             SharedPendingCalls(held, prepared.clock, prepared.build.project.approval_tools)
             if held is not None
             else PendingCalls()
         ),
-        peers=PeerWaits(backend.store) if backend.shared else None,
-        exclusive=backend.exclusive,
+        require_turn=prepared.require_turn,
         metrics=app[METRICS],
         shadow=_shadow_of(prepared, app[METRICS]),
-        turns=Turns(backend.turns, prepared.clock, required=prepared.require_turn),
     )
-    runtime = app[RUNTIME]
-    runtime.start_shadow()
     app[METRICS].watch(lambda: len(runtime.pending), prepared.clock)
     backend.store.observe_commits(app[METRICS].commit_seconds.observe)
     backend.log.observe_fsyncs(app[METRICS].fsync_seconds.observe)
-    await runtime.log_interrupted(backend.store.interrupted)
+    await runtime.start()
     upkeep = asyncio.ensure_future(backend.upkeep(prepared.clock))
     try:
         yield

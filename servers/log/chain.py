@@ -28,7 +28,7 @@ import blake3
 
 UNCHAINED = 1
 """The record format without ``prev`` (still read, never written by the file log; the
-PostgreSQL store's table keeps it: ``servers.store.pg_log``)."""
+PostgreSQL store's table keeps it: ``servers.store.postgres.log``)."""
 CHAINED = 2
 """The record format with ``prev``: what the file log writes."""
 DIGEST_PREFIX = "blake3:"

@@ -196,7 +196,7 @@ def admit(record: Mapping[str, Any], now_ms: int | None = None) -> Admitted:
 
 def unchained(fields: Admitted) -> Admitted:
     """The fields of an admitted record in format 1: ``v`` 1, no ``prev`` (the PostgreSQL
-    store's table, whose records are not chained: ``servers.store.pg_log``)."""
+    store's table, whose records are not chained: ``servers.store.postgres.log``)."""
     found = {key: value for key, value in fields.items() if key != "prev"}
     found["v"] = UNCHAINED
     return found

@@ -73,7 +73,7 @@ async def call(
     to nobody."""
     receipt = await _approved(runtime, request) if _needs_approval(runtime, request) else None
     if receipt is None:
-        receipt = await runtime.execute(request.execute(), request.credential)
+        receipt = await runtime.dispatcher.execute(request.execute(), request.credential)
     if receipt["status"] != "DENIED" or receipt.get("reason") not in WAITED_FOR:
         return receipt
     return await _waited(runtime, request, receipt, _Wait(wait_s, progress, alive))
@@ -86,10 +86,14 @@ def _needs_approval(runtime: Runtime, request: CallRequest) -> bool:
 
 async def _approved(runtime: Runtime, request: CallRequest) -> Receipt | None:
     """The call executed with its unexpired approval, if it has one; else None."""
-    state = await runtime.approval_status(request.context_ref, request.call_id, request.credential)
+    state = await runtime.approvals.approval_status(
+        request.context_ref, request.call_id, request.credential
+    )
     if state["state"] != "APPROVED":
         return None
-    return await runtime.execute(request.execute(state["approvalId"]), request.credential)
+    return await runtime.dispatcher.execute(
+        request.execute(state["approvalId"]), request.credential
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,18 +128,18 @@ async def _waited(runtime: Runtime, request: CallRequest, denied: Receipt, wait:
 async def _decided(runtime: Runtime, request: CallRequest, denied: Receipt) -> Receipt | None:
     """The receipt that ends the wait, if the operator (or another request) ended it."""
     key = (request.context_ref, request.call_id)
-    state = await runtime.approval_status(*key, request.credential)
+    state = await runtime.approvals.approval_status(*key, request.credential)
     if state["state"] == "APPROVED":
         approved = request.execute(state["approvalId"])
-        return await runtime.execute(approved, request.credential)
+        return await runtime.dispatcher.execute(approved, request.credential)
     if state["state"] in ("REJECTED", "EXPIRED"):
         reason = reasons.REJECTED if state["state"] == "REJECTED" else R.APPROVAL_EXPIRED
         return {**denied, "reason": reason}
     if state["state"] == "NONE":  # no longer held: it ran meanwhile, or was dropped
-        ran = await runtime.receipt_of(*key, request.credential)
+        ran = await runtime.dispatcher.receipt_of(*key, request.credential)
         if ran is not None:
             return ran
-        again = await runtime.execute(request.execute(), request.credential)
+        again = await runtime.dispatcher.execute(request.execute(), request.credential)
         held = runtime.pending.get(*key) is not None
         if again.get("reason") not in WAITED_FOR or not held:
             return again  # what the engine says now (a call limit used up, say)

@@ -94,10 +94,10 @@ class Contexts:
             task.exception()  # retrieved: the requests that awaited it raised it already
 
     async def _open(self, runtime: Runtime, wanted: Wanted) -> Live:
-        opened = await runtime.open_context(wanted.request, None, wanted.credential)
-        row = runtime.context_row(opened.context_ref)
+        opened = await runtime.contexts.open(wanted.request, None, wanted.credential)
+        row = runtime.contexts.row(opened.context_ref)
         assert row is not None  # saved by open_context
-        live = Live(opened, tools_result(runtime.disclosure_of(row), opened.context_ref))
+        live = Live(opened, tools_result(runtime.contexts.disclosure_of(row), opened.context_ref))
         memo.keep(self._seen, wanted.key, True, SEEN)
         now = runtime.clock()
         self._live.admit(

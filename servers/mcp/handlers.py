@@ -102,7 +102,7 @@ async def list_tools(app: web.Application, asked: Asked, renewed: Renewed) -> mt
         return mt.ListToolsResult(tools=[], _meta={"io.seif/blocked": found.extra.get("causes")})
     live, fresh = found
     if fresh == "LIVE":  # its context's list again: logged as disclosed again, so it replays
-        await app[RUNTIME].log_disclosed_again(live.opened)
+        await app[RUNTIME].contexts.disclosed_again(live.opened)
     await _told(asked, fresh, renewed)
     return live.listed
 
@@ -171,7 +171,9 @@ async def _call_here(
         arguments={} if arguments is None else arguments,
         credential=asked.credential,
     )
-    earlier = await runtime.made_before(request.execute(), asked.credential, asked.objective)
+    earlier = await runtime.dispatcher.made_before(
+        request.execute(), asked.credential, asked.objective
+    )
     if earlier is not None:
         return call_result(earlier)
     wait_s = app[MOUNTED].options.approval_wait_s

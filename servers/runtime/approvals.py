@@ -1,9 +1,7 @@
-"""The runtime's approval desk: approve, reject, the approval status an application reads, the
-calls held for approval and the ``APPROVAL_EXPIRED`` records of what ran out unused.
-
-A mixin of :class:`servers.runtime.service.Runtime`, which provides the store, the decision
-log, the clock and the context state named under ``TYPE_CHECKING`` below; every decision is
-still the engine's (an approval is recorded through ``ContextState.record_approval``).
+"""Approvals: approve, reject, the approval status an application reads, the calls held for
+approval (:class:`~servers.runtime.pending.PendingCalls`) and the ``APPROVAL_EXPIRED`` records
+of what ran out unused. Every decision is still the engine's (an approval is recorded through
+``ContextState.record_approval``).
 """
 
 from __future__ import annotations
@@ -11,60 +9,64 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from policy import reasons as R
 from policy.engine.decision import Decision
 from policy.engine.state import Call
 from policy.json.canonical import EncodingError
 from servers.runtime import events
+from servers.runtime.contexts import Contexts
 from servers.runtime.pending import PendingCalls, waiting
-from servers.runtime.values import Pending
-from servers.store.dispatch import ApprovalRow, ContextRow
-from servers.wire.answers import Approval, ApprovalStatus, PendingCall, Rejection
+from servers.runtime.records import Recorder
+from servers.runtime.values import Exclusive, Pending
+from servers.store.rows import ApprovalRow, ContextRow, StoreError
+from servers.support.tasks import Background
+from servers.wire.answers import Approval, ApprovalStatus, Rejection
 from servers.wire.errors import ErrorCode, Refused
+from servers.wire.paging import Listed, Page
 from servers.wire.requests import DecisionRequest
 
 if TYPE_CHECKING:
-    from policy.engine.state import ContextState
     from policy.ir import Project
-    from servers.log.decision_log import Admitted
-    from servers.runtime.values import Exclusive, IntentsView
-    from servers.store.dispatch import IntentRow
-    from servers.store.interface import DispatchStore, RecordLog
+
+
+LOG = logging.getLogger("seif.runtime")
+APPROVAL_DENIALS = frozenset({R.APPROVAL_REQUIRED, R.APPROVAL_INVALID, R.APPROVAL_EXPIRED})
 
 
 class Approvals:
     """Approve and reject (one at a time), approval status, held calls and their expiries."""
 
-    if TYPE_CHECKING:  # provided by the Runtime dataclass
-        store: DispatchStore
-        log: RecordLog
-        pending: PendingCalls
-        _tasks: set[asyncio.Task[Any]]
-        _deciding: asyncio.Lock
-        _intents: IntentsView
-        exclusive: Exclusive
+    def __init__(
+        self,
+        *,
+        contexts: Contexts,
+        recorder: Recorder,
+        pending: PendingCalls,
+        exclusive: Exclusive,
+        background: Background,
+    ) -> None:
+        self._contexts = contexts
+        self.store = contexts.store
+        self._recorder = recorder
+        self.clock = recorder.clock
+        self.pending = pending
+        """The calls held for approval, with their arguments, bounded and swept on expiry."""
+        self.exclusive = exclusive
+        """One holder of a name at a time across replicas: one approve or reject of a call."""
+        self._background = background
+        self._deciding = asyncio.Lock()
+        """Held by one approve or reject at a time."""
+        self._watch_expiries()  # expiries of held calls and approvals are logged
 
-        @property
-        def ir(self) -> Project: ...
-        def clock(self) -> int: ...
-        def context_row(self, context_ref: str) -> ContextRow | None: ...
-        def owned_row(self, context_ref: str, credential: str) -> ContextRow | None: ...
-        def state_of(
-            self,
-            row: ContextRow,
-            intents: list[IntentRow] | None = None,
-            approvals: list[ApprovalRow] | None = None,
-        ) -> ContextState: ...
-        async def _log(
-            self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
-        ) -> None: ...
-        def _prepared(
-            self, event: str, ref: str | None, coords: Mapping[str, Any], **kw: Any
-        ) -> Admitted: ...
+    @property
+    def ir(self) -> Project:
+        return self._contexts.ir
 
     def _by_id(self, request: DecisionRequest) -> DecisionRequest:
         """The request with its ``tool`` as the tool id: an approver may name the tool by the
@@ -111,13 +113,13 @@ class Approvals:
 
     def _decidable(self, request: DecisionRequest) -> tuple[ContextRow, str, int]:
         """The live context of an approve or reject, the arguments' fingerprint, and now."""
-        row = self.context_row(request.context_ref)
+        row = self._contexts.row(request.context_ref)
         now = self.clock()
         if row is None:
             raise Refused(ErrorCode.CONTEXT_UNKNOWN)
         if now >= row.expires_at:
             raise Refused(ErrorCode.CONTEXT_EXPIRED)
-        state = self.state_of(row)
+        state = self._contexts.state_of(row)
         if request.tool not in state.disclosure.tool_ids:
             raise Refused(ErrorCode.TOOL_NOT_DISCLOSED)
         try:
@@ -129,7 +131,7 @@ class Approvals:
     async def _approve(
         self, row: ContextRow, tool: str, call_id: str, fp: str, now: int, approver: str
     ) -> Approval:
-        state = self.state_of(row)
+        state = self._contexts.state_of(row)
         approval_id = "apr_" + secrets.token_urlsafe(18)
         approval = state.record_approval(
             approval_id, tool=tool, call_id=call_id, fingerprint=fp, now=now
@@ -143,7 +145,7 @@ class Approvals:
             expires_at=approval.expires_at,
             approver_id=approver,
         )
-        approved = self._prepared(
+        approved = self._recorder.prepared(
             "APPROVED",
             row.context_ref,
             row.coordinates,
@@ -176,7 +178,7 @@ class Approvals:
             if self._decided(row, call_id, now):
                 raise Refused(ErrorCode.CALL_DECIDED)
             self.pending.rejected(key)  # remembered first: from now on it is not approvable
-            await self._log(
+            await self._recorder.write(
                 "REJECTED",
                 row.context_ref,
                 row.coordinates,
@@ -196,7 +198,7 @@ class Approvals:
         def rejected(records: list[dict[str, Any]]) -> bool:
             return any(r.get("event") == "REJECTED" and r.get("callId") == call_id for r in records)
 
-        if await self.log.trace_async(context_ref, rejected):
+        if await self._recorder.log.trace_async(context_ref, rejected):
             self.pending.remember((context_ref, call_id), "REJECTED")
             return True
         return False
@@ -209,7 +211,7 @@ class Approvals:
         not run; ``PENDING`` while it is held; ``EXPIRED`` when it (held, or approved) ran out
         unused; ``NONE`` otherwise. 404 ``CONTEXT_UNKNOWN`` for a context another credential
         resolved."""
-        if self.owned_row(context_ref, credential) is None:
+        if self._contexts.owned(context_ref, credential) is None:
             raise Refused(ErrorCode.CONTEXT_UNKNOWN)
         now = self.clock()
         await self._sweep(now)
@@ -243,9 +245,9 @@ class Approvals:
         """Drop what expired by ``now`` and wait for the ``APPROVAL_EXPIRED`` records that
         logs, so a status read after an expiry finds it logged."""
         self._watch_expiries()
-        before = set(self._tasks)
+        before = set(self._background.tasks)
         self.pending.sweep(now)
-        logging = [t for t in self._tasks if t not in before]
+        logging = [t for t in self._background.tasks if t not in before]
         if logging:
             await asyncio.gather(*[asyncio.shield(t) for t in logging], return_exceptions=True)
 
@@ -272,35 +274,53 @@ class Approvals:
 
     def _log_soon(self, context_ref: str, **fields: Any) -> None:
         """Log ``APPROVAL_EXPIRED`` from a sweep (a plain call): a task the drain waits for."""
-        coords = self._coordinates(context_ref)
-        task = asyncio.ensure_future(self._log("APPROVAL_EXPIRED", context_ref, coords, **fields))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        coords = self._contexts.coordinates(context_ref)
+        expired = self._recorder.write("APPROVAL_EXPIRED", context_ref, coords, **fields)
+        self._background.spawn(expired)
 
-    def pending_calls(self) -> list[PendingCall]:
-        """The calls still approvable now (expired ones are dropped first), oldest first. A
-        dispatched call is no longer held: the dispatch forgets it in the same step in which
-        the intents view learns of it, so no later denial can hold it again."""
-        return events.pending_list(self.pending, self.clock(), self._coordinates)
+    def pending_page(self, page: Page) -> Listed:
+        """A page of the calls still approvable now (expired ones are dropped first), oldest
+        first (:mod:`servers.wire.paging`). A dispatched call is no longer held: the
+        dispatch forgets it in the same step in which the intents view learns of it, so no
+        later denial can hold it again."""
+        return events.pending_page(self.pending, self.clock(), self._contexts.coordinates, page)
 
-    def _coordinates(self, context_ref: str) -> Mapping[str, Any]:
-        row = self.store.context(context_ref)
-        return row.coordinates if row is not None else {}
+    def pending_one(self, context_ref: str, call_id: str) -> Listed:
+        """The page of one call, if it is still approvable now."""
+        key = (context_ref, call_id)
+        return events.pending_one(self.pending, self.clock(), self._contexts.coordinates, key)
 
-    def _hold(self, row: ContextRow, call: Call, decision: Decision) -> None:
-        """Hold a call denied for approval, with its arguments (encoded), while it is
-        approvable, counted against the credential that resolved its context."""
+    def denied(self, row: ContextRow, call: Call, decision: Decision) -> None:
+        """A call the engine denied in ``row``: held, with its arguments (encoded), while it is
+        approvable, if it was denied for want of an approval; counted against the credential
+        that resolved its context."""
+        if decision.reason not in APPROVAL_DENIALS:
+            return
         now = self.clock()
         item = waiting(row.context_ref, call, decision, now, row.expires_at)
         if item is not None:
-            assert row.credential_id is not None  # execute reached it through `owned_row`
+            assert row.credential_id is not None  # execute reached it through `owned`
             self.pending.add(item, now, row.credential_id)
             self.pending.keep_swept(self.clock)
+
+    def dispatched(self, context_ref: str, call: Call) -> None:
+        """A dispatched call's arguments are no longer held, nor, once its tool is used up in
+        the context, any of that tool's. Best effort: a shared store that does not answer
+        now leaves them to its tidying (never keeps the call from running)."""
+        try:
+            self.pending.ran((context_ref, call.call_id), call.tool)
+            self._forget_exhausted(context_ref, call.tool)
+        except StoreError as exc:
+            LOG.warning("held calls not forgotten after a dispatch: %s", type(exc).__name__)
 
     def _forget_exhausted(self, context_ref: str, tool_id: str) -> None:
         """A tool that used its ``maxCalls`` in a context can approve nothing more there."""
         if tool_id not in self.ir.approval_tools or not self.pending.holds(context_ref):
             return  # the common case: nothing of it can be held
-        used = sum(i.tool == tool_id for i in self._intents.of(self.store, context_ref))
+        used = sum(i.tool == tool_id for i in self._contexts.known_intents(context_ref))
         if used >= self.ir.tool_by_id[tool_id].max_calls:
             self.pending.discard_tool(context_ref, tool_id)
+
+    async def drain(self) -> None:
+        """Stop sweeping: nothing expires once the runtime stops."""
+        self.pending.stop_sweeping()

@@ -15,12 +15,14 @@ import cbor2
 from policy.engine.decision import DENY, Decision
 from policy.engine.disclosure import Disclosure, Omission
 from policy.explain import Explanation
+from policy.json.strict import dump_bytes
 from policy.offline import recorded
 from servers.log.encoding import Fragment, fragment
 from servers.runtime import redact
 from servers.runtime.pending import PendingCalls, arguments_of
 from servers.runtime.values import Pending
 from servers.support.memo import remembered
+from servers.wire import paging
 from servers.wire.answers import (
     Coordinates,
     PendingCall,
@@ -220,10 +222,52 @@ def pending_list(
     """The ``pending`` of ``GET /v1/context/tools/pending``: the calls approvable at ``now``,
     oldest first. A call whose held bytes do not decode (never made so: they are this
     process's own strict JSON) is dropped, not listed: fail closed, never a 500."""
-    listed = []
-    for item in held.listed(now):
-        try:
-            listed.append(pending_call(item, coordinates(item.context_ref)))
-        except ValueError:  # a JsonError
-            held.discard((item.context_ref, item.call_id))
-    return listed
+    listed = (_listed(held, item, coordinates) for item in held.listed(now))
+    return [entry for entry in listed if entry is not None]
+
+
+def pending_page(
+    held: PendingCalls,
+    now: int,
+    coordinates: Callable[[str], Mapping[str, Any]],
+    page: paging.Page,
+) -> paging.Listed:
+    """One page of ``GET /v1/context/tools/pending`` (:mod:`servers.wire.paging`): the
+    calls approvable at ``now`` after ``page.after``, oldest first, each encoded; a call whose
+    held bytes do not decode is dropped and left out, as in :func:`pending_list`."""
+    found, more = held.page(now, page.after, page.limit, paging.ITEMS_BYTES)
+    entries = ((_encoded(held, item, coordinates), cursor) for item, cursor in found)
+    return paging.cut(entries, page.limit, more)
+
+
+def pending_one(
+    held: PendingCalls,
+    now: int,
+    coordinates: Callable[[str], Mapping[str, Any]],
+    key: tuple[str, str],
+) -> paging.Listed:
+    """The page of the one call ``(contextRef, callId)`` if it is approvable at ``now``, else
+    an empty one; no next page either way."""
+    encoded = _encoded(held, held.approvable(*key, now), coordinates)
+    return paging.Listed([] if encoded is None else [encoded], None)
+
+
+def _encoded(
+    held: PendingCalls, item: Pending | None, coordinates: Callable[[str], Mapping[str, Any]]
+) -> bytes | None:
+    entry = _listed(held, item, coordinates)
+    return None if entry is None else dump_bytes(entry)
+
+
+def _listed(
+    held: PendingCalls, item: Pending | None, coordinates: Callable[[str], Mapping[str, Any]]
+) -> PendingCall | None:
+    """The entry of ``item``; None for none, or for one whose held bytes do not decode (then
+    dropped: never made so, they are this process's own strict JSON)."""
+    if item is None:
+        return None
+    try:
+        return pending_call(item, coordinates(item.context_ref))
+    except ValueError:  # a JsonError
+        held.discard((item.context_ref, item.call_id))
+        return None

@@ -31,8 +31,10 @@ runner holds): the call is simply no longer listed, and asking again lists it ag
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import itertools
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from policy.engine.state import APPROVAL_TTL_MS, Call
 from policy.json.strict import dump_bytes, loads
 from policy.json.value import JsonValue
 from servers.runtime.values import Pending
+from servers.wire.paging import CursorInvalid
 
 PER_CONTEXT = 32
 PER_CREDENTIAL = 1_000
@@ -57,6 +60,9 @@ SWEEP_EVERY_S = 1.0
 itself is judged by the runtime's injected clock)."""
 
 Key = tuple[str, str]
+Paged = tuple[list[tuple[Pending | None, str]], bool]
+"""A page of held calls (:meth:`PendingCalls.page`): each call (None for one that could not be
+read, never listed) with the cursor just after it, and whether more calls follow."""
 _Due = tuple[int, int, Key]
 """An expiry, the serial of the hold it belongs to, and the call: never the arguments, so a
 stale entry keeps nothing private alive."""
@@ -112,7 +118,13 @@ class PendingCalls:
     expiries (entries of calls dropped otherwise are skipped when they come up, and the heap
     is rebuilt when such entries outnumber the live ones). Every bound drops from an oldest
     end, so an insertion costs O(log n) amortised, plus one look over the owners when a
-    bound in all is reached."""
+    bound in all is reached.
+
+    Each hold has a serial, greater than every earlier one's: the list's order. A page's cursor
+    is ``EPOCH.SERIAL`` (the serial of its last call; ``EPOCH`` is this object's, so a cursor of
+    an earlier process starts from the first call, all of them newer); the serials in order
+    (:attr:`_order`, those of dropped calls skipped, and removed when they outnumber the live
+    ones) find where a page starts in O(log n)."""
 
     poll_s: float | None = None
     """How often a wait reads the approval status again unwoken: never here (every decision
@@ -147,6 +159,9 @@ class PendingCalls:
         self.on_approval_expired: Callable[[str, Key], None] | None = None
         """Told of every watched approval (:meth:`watch_approval`) whose time ran out."""
         self._waiters: dict[Key, set[asyncio.Event]] = {}
+        self._epoch = secrets.token_hex(4)
+        self._order: list[int] = []
+        self._at: dict[int, Key] = {}  # serial -> the call it holds, while held
 
     def __len__(self) -> int:
         return len(self._all)
@@ -227,8 +242,11 @@ class PendingCalls:
         account.bytes -= held.item.size
         if not account.calls:
             del self._by_owner[held.owner]
+        del self._at[held.serial]
         if len(self._due) > 2 * len(self._all) + 64:
             self._rebuild()
+        if len(self._order) > 2 * len(self._all) + 64:
+            self._order = [serial for serial in self._order if serial in self._at]
         return held.item
 
     def ran(self, key: Key, tool: str) -> None:
@@ -307,6 +325,39 @@ class PendingCalls:
         self.sweep(now)
         return [held.item for held in self._all.values()]
 
+    def page(self, now: int, after: str | None, limit: int, max_bytes: int) -> Paged:
+        """The calls approvable at ``now`` after the cursor ``after`` (from the first without),
+        oldest first: ``limit`` at most, the last the one that brings their arguments to
+        ``max_bytes`` (:data:`Paged`; :class:`~servers.wire.paging.CursorInvalid` for an
+        ``after`` that is no cursor of this list)."""
+        self.sweep(now)
+        out: list[tuple[Pending | None, str]] = []
+        size = 0
+        for at in range(self._resume(after), len(self._order)):
+            key = self._at.get(self._order[at])
+            if key is None:
+                continue  # dropped
+            if len(out) == limit or (out and size >= max_bytes):
+                return out, True
+            held = self._all[key]
+            out.append((held.item, f"{self._epoch}.{held.serial}"))
+            size += held.item.size
+        return out, False
+
+    def _resume(self, after: str | None) -> int:
+        """Where in :attr:`_order` the page after the cursor ``after`` starts."""
+        if after is None:
+            return 0
+        epoch, dot, serial = after.partition(".")
+        if not dot or not serial.isascii() or not serial.isdigit() or len(serial) > 18:
+            raise CursorInvalid(after)
+        return bisect.bisect_right(self._order, int(serial)) if epoch == self._epoch else 0
+
+    def approvable(self, context_ref: str, call_id: str, now: int) -> Pending | None:
+        """The call, if it is held and approvable at ``now``."""
+        self.sweep(now)
+        return self.get(context_ref, call_id)
+
     def keep_swept(self, clock: Callable[[], int]) -> None:
         """Sweep every :data:`SWEEP_EVERY_S` seconds while calls are held (a task of the
         running loop, started when needed), judging expiry by ``clock``."""
@@ -326,6 +377,8 @@ class PendingCalls:
     def _keep(self, key: Key, item: Pending, owner: str) -> None:
         serial = next(self._serial)
         self._all[key] = _Held(item, owner, serial)
+        self._order.append(serial)
+        self._at[serial] = key
         self._by_context.setdefault(item.context_ref, OrderedDict())[item.call_id] = None
         account = self._by_owner.setdefault(owner, _Account())
         account.calls[key] = None

@@ -1,8 +1,7 @@
 """The runtime's side of a shadow build: each logged decision handed to the shadow worker
 (``servers.runtime.shadow``), and each difference it finds logged as a ``SHADOW`` record.
 
-A mixin of :class:`servers.runtime.service.Runtime`, which provides what is named under
-``TYPE_CHECKING`` below. Without a shadow build every method here is a no-op returning no mark.
+Without a shadow build every method here is a no-op returning no mark.
 """
 
 from __future__ import annotations
@@ -11,18 +10,16 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from policy.engine.decision import DUPLICATE, Decision
 from policy.engine.state import Call, ContextState
 from policy.offline.recorded import Inputs, Summary
 from servers.log.decision_log import Admitted, Fragment, admit
 from servers.runtime import events
+from servers.runtime.records import Recorder
 from servers.runtime.shadow import BACKLOG, CallJob, Job, ResolveJob, ShadowWorker
 from servers.store.rows import ContextRow
-
-if TYPE_CHECKING:
-    from servers.store.interface import RecordLog
 
 LOG = logging.getLogger("seif.runtime.shadow")
 NO_MARK: Mapping[str, Any] = {}
@@ -31,24 +28,21 @@ NO_MARK: Mapping[str, Any] = {}
 class Shadowing:
     """Hand decisions to the shadow; log what it finds."""
 
-    if TYPE_CHECKING:  # provided by the Runtime dataclass
-        shadow: ShadowWorker | None
-        log: RecordLog
-        _shadow_writes: set[asyncio.Task[int]]
+    def __init__(self, shadow: ShadowWorker | None, recorder: Recorder) -> None:
+        self.shadow = shadow
+        """A candidate build every logged decision is compared with (``--shadow``), if any."""
+        self._recorder = recorder
+        self._writes: set[asyncio.Task[int]] = set()
 
-        def _record(
-            self, event: str, context_ref: str | None, coords: Mapping[str, Any], **fields: Any
-        ) -> dict[str, Any]: ...
-
-    def start_shadow(self) -> None:
+    def start(self) -> None:
         """Start comparing (on the running loop), if a shadow build is loaded: a log that can
         be written from the shadow's thread is (the file log), any other from the loop."""
         if self.shadow is not None:
-            now = getattr(self.log, "write_now", None)  # not fsynced: the next decision's is
+            now = getattr(self._recorder.log, "write_now", None)  # not fsynced: the next one's is
             later = partial(now, sync=False) if now is not None else None
             self.shadow.start(self._shadow_record, later, self._shadow_append)
 
-    def _shadow_resolution(
+    def resolution(
         self,
         context_ref: str | None,
         coords: Mapping[str, Any],
@@ -65,7 +59,7 @@ class Shadowing:
         summary = baseline.value if isinstance(baseline, Fragment) else baseline
         return ResolveJob(context_ref, dict(coords), at, inputs, summary)
 
-    def _shadow_call(
+    def call(
         self,
         row: ContextRow | None,
         state: ContextState | None,
@@ -79,46 +73,46 @@ class Shadowing:
             return None
         return CallJob(row, state, call, at, decision)
 
-    def _shadow_mark(self, job: Job | None) -> Mapping[str, Any]:
+    def mark(self, job: Job | None) -> Mapping[str, Any]:
         """Room for ``job`` in the shadow's backlog: the mark its decision's record carries
         (nothing when it is not compared). Only a decision that is logged is compared: the
-        caller hands the job over with :meth:`_shadow_put` once its record is."""
+        caller hands the job over with :meth:`put` once its record is."""
         if job is None or self.shadow is None:
             return NO_MARK
         return self.shadow.reserve()
 
-    def _shadow_put(self, job: Job | None, mark: Mapping[str, Any]) -> None:
+    def put(self, job: Job | None, mark: Mapping[str, Any]) -> None:
         """Compare ``job``, its decision's record (marked ``mark``) being logged."""
         if job is not None and mark and self.shadow is not None:
             self.shadow.put(job)
 
     def _shadow_record(self, job: Job, fields: dict[str, Any]) -> Admitted:
         """A difference's ``SHADOW`` record, admitted (on the shadow's thread)."""
-        return admit(self._record("SHADOW", job.context_ref, job.coords, **fields))
+        return admit(self._recorder.record("SHADOW", job.context_ref, job.coords, **fields))
 
     def _shadow_append(self, records: list[Admitted]) -> None:
         """On the loop: append the records (a failure is reported in the server's log); with
         :data:`~servers.runtime.shadow.BACKLOG` appends in flight already (a slow database),
         a record is dropped and counted instead."""
         for record in records:
-            if len(self._shadow_writes) >= BACKLOG:
+            if len(self._writes) >= BACKLOG:
                 LOG.warning("a SHADOW record was dropped: too many appends in flight")
                 if self.shadow is not None and self.shadow.metrics is not None:
                     self.shadow.metrics.dropped.inc()
                 continue
-            task = asyncio.ensure_future(self.log.append_admitted(record))
-            self._shadow_writes.add(task)
+            task = asyncio.ensure_future(self._recorder.log.append_admitted(record))
+            self._writes.add(task)
             task.add_done_callback(self._shadow_written)
 
     def _shadow_written(self, task: asyncio.Task[int]) -> None:
-        self._shadow_writes.discard(task)
+        self._writes.discard(task)
         if not task.cancelled() and task.exception() is not None:
             LOG.warning("a SHADOW record was not logged: %s", type(task.exception()).__name__)
 
-    async def close_shadow(self) -> None:
+    async def close(self) -> None:
         """Compare the backlog, then wait for its records to be logged."""
         if self.shadow is None:
             return
         await self.shadow.close()
-        if self._shadow_writes:
-            await asyncio.gather(*list(self._shadow_writes), return_exceptions=True)
+        if self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)

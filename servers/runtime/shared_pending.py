@@ -2,19 +2,27 @@
 
 :class:`SharedPendingCalls` is :class:`~servers.runtime.pending.PendingCalls` (this replica's
 own held calls in memory: the bounds, the waiters, the sweep and its ``APPROVAL_EXPIRED``
-records) written through to the store's ``held_calls`` (``servers.store.pg_held``, arguments
+records) written through to the store's ``held_calls`` (``servers.store.postgres.held``, arguments
 sealed), and read from it: the pending list, a call's held state and how its wait ended are
 every replica's. A wait on this replica is not woken by a decision made on another: whoever
 waits reads the status again every :attr:`poll_s` seconds.
+
+The pending list's order is every replica's: ``(requested_at, context_ref, call_id)``, and a
+page's cursor is that of its last call (base64url of its JSON), so a list paged through any
+replicas visits each call once.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 
-from servers.runtime.pending import IN_ALL, MAX_BYTES, Key, PendingCalls
+from policy.json.strict import dump_bytes, loads
+from servers.runtime.pending import IN_ALL, MAX_BYTES, Key, Paged, PendingCalls
 from servers.runtime.values import Pending
-from servers.store.pg_held import HeldRow, HeldTable
+from servers.store.postgres.held import HeldRow, HeldTable, Place
+from servers.wire.paging import CursorInvalid
 
 
 class SharedPendingCalls(PendingCalls):
@@ -99,6 +107,35 @@ class SharedPendingCalls(PendingCalls):
     def listed(self, now: int) -> list[Pending]:
         self.sweep(now)
         return [_pending(row) for row in self._table.live(now, IN_ALL, MAX_BYTES)]
+
+    def page(self, now: int, after: str | None, limit: int, max_bytes: int) -> Paged:
+        self.sweep(now)
+        rows, more = self._table.page(now, _place(after), limit, max_bytes)
+        return [(None if r is None else _pending(r), _cursor(at)) for r, at in rows], more
+
+    def approvable(self, context_ref: str, call_id: str, now: int) -> Pending | None:
+        self.sweep(now)
+        row = self._table.get(context_ref, call_id, now)
+        return _pending(row) if row is not None else None
+
+
+def _cursor(place: Place) -> str:
+    return base64.urlsafe_b64encode(dump_bytes(list(place))).rstrip(b"=").decode()
+
+
+def _place(cursor: str | None) -> Place | None:
+    """The place a cursor of :func:`_cursor` names (:class:`CursorInvalid` if it names none
+    PostgreSQL can compare: a number beyond its ``bigint``, a text holding NUL)."""
+    if cursor is None:
+        return None
+    try:
+        value = loads(base64.b64decode(cursor + "=" * (-len(cursor) % 4), b"-_", validate=True))
+    except (ValueError, binascii.Error):
+        raise CursorInvalid(cursor) from None
+    match value:
+        case [int(at), str(ref), str(call)] if abs(at) < 1 << 63 and "\x00" not in ref + call:
+            return at, ref, call
+    raise CursorInvalid(cursor)
 
 
 def _row(item: Pending, owner: str) -> HeldRow:

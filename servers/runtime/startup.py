@@ -2,10 +2,10 @@
 
 ``prepare`` loads and verifies the build, the credentials, the bindings and the approval token,
 then takes the data directory and opens its store and log (checked for damage and reconciled:
-``servers.store.opening``). Each refusal is an exception the CLI maps to its exit code:
+``servers.store.sqlite.opening``). Each refusal is an exception the CLI maps to its exit code:
 :class:`StartRefused` (every problem of the build and configuration files, each a diagnostic
-naming its file) and :class:`~servers.store.datadir.DataDirError` (2),
-:class:`~servers.store.datadir.DataDirLocked` (3).
+naming its file) and :class:`~servers.store.sqlite.datadir.DataDirError` (2),
+:class:`~servers.store.sqlite.datadir.DataDirLocked` (3).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from servers.config.files import (
     load_credentials,
 )
 from servers.runtime.shadow import BACKLOG
-from servers.store.datadir import DataDir, DataDirError
 from servers.store.interface import Backend, DispatchStore, RecordLog
-from servers.store.local import LocalBackend
 from servers.store.rows import Reconciled
+from servers.store.sqlite.backend import LocalBackend
+from servers.store.sqlite.datadir import DataDir, DataDirError
 
 Clock = Callable[[], int]
 
@@ -95,7 +95,7 @@ def prepare(
     shadow_backlog: int = BACKLOG,
 ) -> Prepared:
     """Everything checked, the store open: the SQLite one of ``data_dir``, or (``store_url``)
-    a replica's share of a PostgreSQL database (``servers.store.replica``). ``shadow_dir``:
+    a replica's share of a PostgreSQL database (``servers.store.postgres.backend``). ``shadow_dir``:
     a candidate build to load (verified; its problems are refused with the others)."""
     build, credentials, bindings, token = _configuration(
         build_dir, bindings_path, credentials_path, env, keyring_get
@@ -118,7 +118,7 @@ def prepare(
         clock=clock,
     )
     if store_url is not None:
-        from servers.store.replica import prepare_replica  # noqa: PLC0415 -- loads psycopg
+        from servers.store.postgres.backend import prepare_replica  # noqa: PLC0415 -- loads psycopg
 
         try:
             found = prepare_replica(

@@ -1,9 +1,9 @@
 """What the runtime needs of a dispatch store and of a decision log, whichever backs them.
 
-Two backends implement them: SQLite in a data directory (``servers.store.dispatch.Store`` and
+Two backends implement them: SQLite in a data directory (``servers.store.sqlite.store.Store`` and
 ``servers.log.decision_log.DecisionLog``, one runtime process, the embedded default) and
-PostgreSQL (``servers.store.postgres``, runtime replicas on one database). The runtime's service
-layer (``servers.runtime.service``) is written against these protocols only.
+PostgreSQL (``servers.store.postgres.store``, runtime replicas on one database). The runtime's
+service layer (``servers.runtime.service``) is written against these protocols only.
 
 The contract both keep:
 
@@ -130,9 +130,10 @@ Clock = Callable[[], int]
 class Backend(Protocol):
     """Everything a runtime keeps, from the one backend chosen at start
     (:func:`servers.runtime.startup.prepare`): a data directory of one runtime
-    (:class:`servers.store.local.LocalBackend`, SQLite and a decision-log file) or a replica's
-    share of a PostgreSQL database (:class:`servers.store.replica.ReplicaBackend`). Nothing
-    above the store asks which one it is."""
+    (:class:`servers.store.sqlite.backend.LocalBackend`, SQLite and a decision-log file) or a
+    replica's share of a PostgreSQL database
+    (:class:`servers.store.postgres.backend.ReplicaBackend`). Nothing above the store asks which one
+    it is."""
 
     @property
     def store(self) -> DispatchStore: ...

@@ -258,7 +258,11 @@ class PendingCall(TypedDict):
 
 
 class PendingList(TypedDict):
+    """A page of the calls held for approval (:mod:`servers.wire.paging`)."""
+
     pending: list[PendingCall]
+    next: str | None
+    """The cursor of the next page (``?after=``); null on the last."""
 
 
 # -- traces --------------------------------------------------------------------------------------

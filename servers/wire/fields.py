@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeVar
 
+from servers.support.visible import has_visible
 from servers.wire.errors import ErrorCode, Refused
 from servers.wire.limits import MAX_ID_LENGTH, MAX_TEXT_LENGTH
 
@@ -36,7 +37,10 @@ def is_id(value: object) -> bool:
 
 
 def _is_text(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_TEXT_LENGTH
+    """A reason: at most :data:`MAX_TEXT_LENGTH` characters, one of them visible (one made only
+    of spaces, controls, zero-width or blank characters is no reason:
+    :func:`servers.support.visible.has_visible`)."""
+    return isinstance(value, str) and len(value) <= MAX_TEXT_LENGTH and has_visible(value)
 
 
 def _is_names(value: object) -> bool:
@@ -71,7 +75,7 @@ ID: Final = Kind(is_id, ID_RULE, ID_SCHEMA)
 OBJECTIVE: Final = Kind(is_id, ID_RULE, ID_SCHEMA, enumerable=True)
 TEXT: Final = Kind(
     _is_text,
-    f"a non-empty string of at most {MAX_TEXT_LENGTH} characters",
+    f"a string of at most {MAX_TEXT_LENGTH} characters with a visible character",
     {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_LENGTH, "pattern": r"\S"},
 )
 NAMES: Final = Kind(

@@ -73,11 +73,16 @@ def operation(route: Route, schemas: Schemas) -> dict[str, Any]:
     if route.body is not None:
         content = {"application/json": {"schema": schemas.body(route.body)}}
         op["requestBody"] = {"required": True, "content": content}
-    if route.parameters():
-        op["parameters"] = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-            for name in route.parameters()
-        ]
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in route.parameters()
+    ] + [
+        {"name": q.name, "in": "query", "required": False, "schema": q.schema}
+        | {"description": q.description}
+        for q in route.query
+    ]
+    if parameters:
+        op["parameters"] = parameters
     return op
 
 

@@ -17,6 +17,8 @@ from typing import Any, Final
 from servers.wire import answers as a
 from servers.wire import requests as r
 from servers.wire.errors import ErrorCode as E
+from servers.wire.fields import ID_SCHEMA
+from servers.wire.paging import DEFAULT_LIMIT, MAX_CURSOR, MAX_LIMIT
 
 OK, ACCEPTED, UNAVAILABLE, CONFLICT = (
     HTTPStatus.OK,
@@ -47,6 +49,16 @@ class Text:
 
 
 @dataclass(frozen=True, slots=True)
+class Query:
+    """A query parameter a route reads (always optional): its name, its JSON Schema, what it
+    says."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     """One route: ``handler`` names its function in ``servers.http.app``."""
 
@@ -59,6 +71,7 @@ class Route:
     scope: str | None = None
     body: type | None = None
     refuses: tuple[E, ...] = ()
+    query: tuple[Query, ...] = ()
 
     def errors(self) -> tuple[E, ...]:
         """Every error code the route can answer, each once."""
@@ -173,9 +186,25 @@ ROUTES: Final = (
         "GET",
         "/v1/context/tools/pending",
         "pending",
-        "calls waiting for approval (runner approval credential)",
+        "calls waiting for approval, a page at a time, oldest first: follow `next` until it is"
+        " null; or the one call `contextRef` and `callId` name (runner approval credential)",
         {OK: a.PendingList},
         auth=Auth.APPROVAL,
+        refuses=(E.BAD_REQUEST,),
+        query=(
+            Query(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+                "calls per page at most",
+            ),
+            Query(
+                "after",
+                {"type": "string", "pattern": f"^[A-Za-z0-9._~-]{{1,{MAX_CURSOR}}}$"},
+                "the `next` of the page before",
+            ),
+            Query("contextRef", ID_SCHEMA, "with `callId`: only this call, if it is held"),
+            Query("callId", ID_SCHEMA, "with `contextRef`: only this call, if it is held"),
+        ),
     ),
     Route(
         "POST",

@@ -1,7 +1,14 @@
 "use strict";
 /* The approvers' page of the seif approval server. Plain DOM, no framework, no innerHTML:
    everything that comes from the server is set with textContent. The approver token lives in
-   sessionStorage only. Decisions post only {"reason"} to the pendingId's route. */
+   sessionStorage only. Decisions post only {"reason"} to the pendingId's route.
+
+   The list comes in pages (`GET /v1/pending`, then `?after=` the `next` of the page before):
+   the first on sign-in, each further one when the approver scrolls near the end of what is
+   shown. A refresh reads again only the pages with a call in view, and the last when it ended
+   the list (new calls come last): never the whole list. */
+
+import { escapeInvisible, hasVisible } from "./text.js";
 
 (() => {
   const TOKEN_KEY = "seif.approverToken";
@@ -9,14 +16,13 @@
   const TICK_MS = 1000;
   const MAX_REASON = 500;
   const MAX_DECIDED = 50;
+  const NEAR_PX = 600; // the next page loads when the end of the list is this near the view
   const NOT_ACCEPTED = "That token was not accepted. Check it and try again.";
   const SAVED_REFUSED = "Your saved token was not accepted. Sign in again.";
   const SESSION_ENDED = "Your token is no longer accepted. Sign in again.";
   const UNREACHABLE = "Cannot reach the approval server.";
   const INEXACT = "These arguments contain numbers this browser cannot show exactly; "
     + "do not approve from this page";
-  // characters that show nothing or reorder text: shown as a visible \uXXXX escape
-  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\p{Cn}]/gu;
   const CLOCK = { hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
   const pad = (number) => String(number).padStart(2, "0");
 
@@ -27,12 +33,13 @@
     deskTitle: $("desk-title"), refresh: $("refresh"), updated: $("updated"),
     deskMessage: $("desk-message"), empty: $("empty"), pendingList: $("pending-list"),
     decidedSection: $("decided-section"), decidedList: $("decided-list"), loading: $("loading"),
+    more: $("more"), loadMore: $("load-more"),
   };
   ui.submit = ui.form.querySelector("button[type=submit]");
 
   const state = {
     token: null, skewMs: 0, entries: new Map(), timers: [], refreshSeq: 0, refreshing: null,
-    nextId: 1,
+    nextId: 1, pages: [], // {after, next} of each page loaded
   };
 
   // --- small helpers -------------------------------------------------------------------------
@@ -65,14 +72,7 @@
     if (typeof call.argumentsText === "string") return { text: call.argumentsText, exact: true };
     const text = JSON.stringify(call.arguments, null, 2);
     if (text === undefined) return { text: "(no arguments)", exact: true };
-    return { text: text.replace(HIDDEN, escaped), exact: !hasInexactNumber(call.arguments) };
-  }
-
-  function escaped(char) {
-    if (char === "\n") return char;
-    const units = [];
-    for (let i = 0; i < char.length; i++) units.push(char.charCodeAt(i)); // UTF-16 units
-    return units.map((unit) => `\\u${unit.toString(16).padStart(4, "0")}`).join("");
+    return { text: escapeInvisible(text), exact: !hasInexactNumber(call.arguments) };
   }
 
   /** An integer this browser cannot hold exactly (beyond 2^53: already rounded when parsed). */
@@ -174,7 +174,8 @@
     state.token = token;
     keep(token);
     showView(true);
-    render(reply.body, seq);
+    state.pages = [{ after: null, next: null }];
+    render(reply.body, seq, 0);
     state.timers.forEach(clearInterval);
     state.timers = [setInterval(refresh, REFRESH_MS), setInterval(tick, TICK_MS)];
   }
@@ -185,6 +186,8 @@
     state.timers.forEach(clearInterval);
     state.timers = [];
     state.entries.clear();
+    state.pages = [];
+    ui.more.hidden = true;
     ui.pendingList.replaceChildren();
     ui.decidedList.replaceChildren();
     say(ui.deskMessage, "");
@@ -194,47 +197,95 @@
 
   // --- the list --------------------------------------------------------------------------------
 
+  /** Read again the pages with a call in view, and the last one when it ended the list. */
   function refresh() {
-    if (state.token && !state.refreshing) {
-      state.refreshing = load().finally(() => { state.refreshing = null; });
-    }
+    if (!state.token || state.refreshing || state.pages.length === 0) return state.refreshing;
+    return busy(async () => {
+      for (const index of pagesToRead()) if (!(await load(index))) break;
+    });
+  }
+
+  /** The page after the last one loaded, when the list goes on. */
+  function more() {
+    const pages = state.pages;
+    const last = pages[pages.length - 1];
+    if (!state.token || state.refreshing || !last || last.next === null) return state.refreshing;
+    pages.push({ after: last.next, next: null });
+    return busy(async () => {
+      if (!(await load(pages.length - 1))) pages.pop();
+    });
+  }
+
+  /** Run `task`, one at a time; then load more if the end of the list is still near. */
+  function busy(task) {
+    state.refreshing = task().finally(() => {
+      state.refreshing = null;
+      if (!ui.more.hidden && inView(ui.more, NEAR_PX)) more();
+    });
     return state.refreshing;
   }
 
-  async function load() {
-    const seq = ++state.refreshSeq;
-    const token = state.token;
-    const reply = await api("GET", "/v1/pending");
-    if (token !== state.token) return undefined; // signed out meanwhile
-    if (reply === null) {
-      return say(ui.deskMessage, `${UNREACHABLE} Retrying every few seconds.`);
+  function pagesToRead() {
+    const last = state.pages.length - 1;
+    const wanted = new Set(state.pages[last].next === null ? [last] : []);
+    for (const entry of state.entries.values()) {
+      if (entry.el.parentNode === ui.pendingList && inView(entry.el)) wanted.add(entry.page);
     }
-    if (reply.status === 401) return signOut(SESSION_ENDED);
-    if (reply.status !== 200 || !Array.isArray(reply.body.pending)) {
-      return say(ui.deskMessage, `Could not load the pending calls: ${errorOf(reply).message}`);
-    }
-    say(ui.deskMessage, "");
-    return render(reply.body, seq);
+    if (wanted.size === 0) wanted.add(0);
+    return [...wanted].sort((a, b) => a - b);
   }
 
-  function render(body, seq) {
+  function inView(el, margin = 0) {
+    const box = el.getBoundingClientRect();
+    return box.bottom > -margin && box.top < window.innerHeight + margin;
+  }
+
+  /** Load the page `index` (again): whether it was read. */
+  async function load(index) {
+    const seq = ++state.refreshSeq;
+    const { token, pages } = state;
+    const after = pages[index].after;
+    const path = after === null ? "/v1/pending" : `/v1/pending?after=${encodeURIComponent(after)}`;
+    const reply = await api("GET", path);
+    if (token !== state.token || pages !== state.pages) return false; // signed out meanwhile
+    if (reply === null) {
+      say(ui.deskMessage, `${UNREACHABLE} Retrying every few seconds.`);
+      return false;
+    }
+    if (reply.status === 401) {
+      signOut(SESSION_ENDED);
+      return false;
+    }
+    if (reply.status !== 200 || !Array.isArray(reply.body.pending)) {
+      say(ui.deskMessage, `Could not load the pending calls: ${errorOf(reply).message}`);
+      return false;
+    }
+    say(ui.deskMessage, "");
+    render(reply.body, seq, index);
+    return true;
+  }
+
+  /** Show the page `index` as `body` lists it: its calls, and its own calls no longer listed. */
+  function render(body, seq, index) {
     const now = Date.parse(body.now);
     if (Number.isFinite(now)) state.skewMs = now - Date.now();
+    state.pages[index].next = typeof body.next === "string" ? body.next : null;
     const listed = new Set();
     for (const call of body.pending) {
       if (!call || typeof call.pendingId !== "string") continue;
       listed.add(call.pendingId);
-      upsert(call, seq);
+      upsert(call, seq, index);
     }
     for (const entry of [...state.entries.values()]) {
-      if (!listed.has(entry.id)) vanished(entry);
+      if (entry.page === index && !listed.has(entry.id)) vanished(entry);
     }
     trimDecided();
+    ui.more.hidden = state.pages[state.pages.length - 1].next === null;
     ui.updated.textContent = `Updated ${localTime(new Date().toISOString())}`;
     tick();
   }
 
-  function upsert(call, seq) {
+  function upsert(call, seq, page) {
     let entry = state.entries.get(call.pendingId);
     // listed by a read that began after the decision here: the same call was asked again
     if (entry && entry.final && seq > entry.finalSeq) {
@@ -242,7 +293,7 @@
       entry = undefined;
     }
     if (!entry) {
-      entry = createEntry(call);
+      entry = createEntry(call, page);
       state.entries.set(entry.id, entry);
       ui.pendingList.append(entry.el);
     } else if (!entry.final) {
@@ -294,7 +345,7 @@
 
   // --- one pending call ------------------------------------------------------------------------
 
-  function createEntry(call) {
+  function createEntry(call, page) {
     const n = state.nextId++;
     const coordinates = call.coordinates || {};
     const el = make("article", "item", undefined,
@@ -323,7 +374,7 @@
       id: call.pendingId, el, countdown, outcome, controls: controls.el, reason: controls.reason,
       error: controls.error, buttons: [controls.approve, controls.reject],
       expiresAt: Date.parse(call.expiresAt), final: false, finalSeq: 0, sending: false,
-      deciding: false, expired: false, approve: controls.approve, blocked: !view.exact,
+      deciding: false, expired: false, approve: controls.approve, blocked: !view.exact, page,
     };
     syncButtons(entry);
     controls.approve.addEventListener("click", () => decide(entry, "approve"));
@@ -400,7 +451,7 @@
     if (entry.final || entry.sending || entry.expired) return;
     if (kind === "approve" && entry.blocked) return;
     const reason = entry.reason.value.trim();
-    if (!reason) {
+    if (!hasVisible(reason)) { // only spaces, zero-width or blank characters: no reason
       entry.reason.focus();
       return reasonError(entry, "A reason is required");
     }
@@ -485,6 +536,10 @@
     ui.form.addEventListener("submit", submitted);
     ui.signOut.addEventListener("click", () => signOut(""));
     ui.refresh.addEventListener("click", refresh);
+    ui.loadMore.addEventListener("click", more);
+    new IntersectionObserver((seen) => { // near the end of the list: its next page
+      if (seen.some((one) => one.isIntersecting)) more();
+    }, { rootMargin: `${NEAR_PX}px 0px` }).observe(ui.more);
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") refresh();
     });

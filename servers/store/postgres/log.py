@@ -10,7 +10,7 @@ statement that inserts it, so every replica's log writes would have to wait for 
 ``seq`` is the table's own (a sequence, so it increases across every replica), taken by the
 very statement that inserts the row: the record is encoded beforehand with the bytes before
 and after its ``seq`` value apart (:func:`entry`), and the database function ``seif_log`` joins
-them around the canonical CBOR of the ``seq`` it takes (``servers.store.pg_schema``). Every
+them around the canonical CBOR of the ``seq`` it takes (``servers.store.postgres.schema``). Every
 row also names its replica and a per-replica sequence (``replica``, ``replica_seq``:
 :class:`Sequencer`).
 
@@ -46,7 +46,7 @@ from servers.log import encoding
 from servers.log.chain import EMPTY, LogHead, record_digest
 from servers.log.decision_log import TRACE_READERS, Admitted, DecisionLogError, admit
 from servers.log.encoding import encoded
-from servers.store import pg_schema as schema
+from servers.store.postgres import schema
 from servers.store.rows import INTERRUPTED, PENDING, UNKNOWN, ContextRow, IntentRow, StoreError
 from servers.wire import reasons
 
@@ -146,7 +146,7 @@ def decoded(raw: bytes) -> dict[str, Any]:
 
 
 class LogDatabase(Protocol):
-    """What :class:`PgDecisionLog` needs of its store (``servers.store.postgres.PgStore``)."""
+    """What :class:`PgDecisionLog` needs of its store (``servers.store.postgres.store.PgStore``)."""
 
     def select(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
 

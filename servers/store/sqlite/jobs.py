@@ -1,4 +1,5 @@
-"""The writes of the dispatch store, as jobs for its writer thread (``servers.store.writer``).
+"""The writes of the dispatch store, as jobs for its writer thread
+(``servers.store.sqlite.writer``).
 
 Each builder checks its input in the caller's thread and returns a job that writes with one
 statement, after every check that may raise, so that a job that raises has written nothing.
@@ -16,7 +17,6 @@ from policy.json.canonical import canonical_json, decode_canonical_cbor
 from servers.log.decision_log import Admitted
 from servers.store.rows import (
     FINAL_STATUSES,
-    INTENTS_OF_CONTEXT,
     PENDING,
     ApprovalRow,
     Claim,
@@ -28,6 +28,9 @@ from servers.store.rows import (
     check_id,
     check_ms,
     check_reason,
+)
+from servers.store.sqlite.schema import (
+    INTENTS_OF_CONTEXT,
     insert_row,
     intent_row,
 )
@@ -44,22 +47,6 @@ def always(record: Admitted | None) -> Selector | None:
 def if_inserted(record: Admitted | None) -> Selector | None:
     """Log ``record`` (if any) once the claim has committed, if it inserted the intent."""
     return None if record is None else (lambda claim: record if claim[0] else None)
-
-
-def pending(context_ref: str, call_id: str, tool: str, fingerprint: str, now: int) -> IntentRow:
-    check_id("context_ref", context_ref)
-    check_id("call_id", call_id)
-    check_id("tool", tool)
-    check_fingerprint(fingerprint)
-    check_ms("now_ms", now)
-    return IntentRow(
-        context_ref=context_ref,
-        call_id=call_id,
-        tool=tool,
-        fingerprint=fingerprint,
-        status=PENDING,
-        created_at=now,
-    )
 
 
 _CANONICAL_OBSERVATIONS: dict[bytes, bool] = {}

@@ -3,8 +3,8 @@
 Every replica holds the calls it denied for approval in memory (``servers.runtime.pending``,
 with its bounds, waiters and sweep) and writes each through to ``held_calls`` here, so that an
 approver reaching any replica lists, approves and rejects any of them. A held call's arguments
-are stored only sealed (``servers.store.sealing``: AES-256-GCM, the key derived from the trace
-key) and only while the call is approvable: a row is deleted when its call is approved with
+are stored only sealed (``servers.store.postgres.sealing``: AES-256-GCM, the key derived from the
+trace key) and only while the call is approvable: a row is deleted when its call is approved with
 its arguments, dispatched, rejected or expired, or its tool exhausted. ``held_outcomes`` keeps
 how a wait ended (``REJECTED``, never replaced; ``EXPIRED``) for the approval status.
 
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from servers.store.postgres import PgStore
-from servers.store.sealing import Sealer, SealError
+from servers.store.postgres.sealing import Sealer, SealError
+from servers.store.postgres.store import PgStore
 
 OUTCOMES_KEPT_MS = 60 * 60 * 1000
 """How long an ended wait is remembered (a context lives 15 minutes: it is long dead by then)."""
@@ -85,6 +85,17 @@ LIVE = (
     f" call_id) AS held_bytes FROM ({_LIVE}) h) t WHERE held_bytes <= %s"
     " ORDER BY requested_at, context_ref, call_id LIMIT %s"
 )
+PAGE = (
+    f"SELECT {_COLUMNS}, total FROM (SELECT *, sum(size) OVER w - size AS before,"
+    " row_number() OVER w AS n, count(*) OVER () AS total"
+    f" FROM ({_LIVE} AND (h.requested_at, h.context_ref, h.call_id) > (%s, %s, %s)) h"
+    " WINDOW w AS (ORDER BY requested_at, context_ref, call_id)) t"
+    " WHERE before < %s AND n <= %s ORDER BY requested_at, context_ref, call_id"
+)
+Place = tuple[int, str, str]
+"""Where a held call is in the pending list: its ``(requested_at, context_ref, call_id)``."""
+FIRST: Place = (-(1 << 63), "", "")
+"""Before every held call."""
 EXPIRE = (
     "WITH gone AS (DELETE FROM held_calls WHERE expires_at <= %(before)s"
     " RETURNING context_ref, call_id)"
@@ -188,6 +199,17 @@ class HeldTable:
         ``max_bytes`` of arguments (every replica's holds together)."""
         return list(self._opened(self._store.select(LIVE, (now, max_bytes, limit))))
 
+    def page(
+        self, now: int, after: Place | None, limit: int, max_bytes: int
+    ) -> tuple[list[tuple[HeldRow | None, Place]], bool]:
+        """The calls approvable at ``now`` after the place ``after`` (from the first without),
+        oldest first: ``limit`` at most, the last the one that brings their arguments to
+        ``max_bytes``; each with its place (None for a row that does not open: never listed),
+        and whether more calls follow."""
+        found = self._store.select(PAGE, (now, *(after or FIRST), max_bytes, limit))
+        out = [(self._open(row), (row[6], row[0], row[1])) for row in found]
+        return out, bool(found) and found[0][11] > len(found)
+
     def tidy(self, now: int) -> None:
         """End the calls left expired past :data:`EXPIRY_GRACE_MS` (their holder is gone),
         forget those that ran or were rejected meanwhile (a request of a call racing its
@@ -202,14 +224,19 @@ class HeldTable:
 
     def _opened(self, rows: list[tuple[Any, ...]]) -> Iterator[HeldRow]:
         for found in rows:
-            ref, call_id, tool, owner, fp, reason, requested, expires, context_expires = found[:9]
-            row = HeldRow(
-                ref, call_id, tool, owner, fp, reason, requested, expires, context_expires,
-                size=found[9], arguments=b"",
-            )  # fmt: skip
-            try:
-                plain = self._sealer.open(bytes(found[10]), row.identity())
-            except SealError:
-                self.unreadable += 1
-                continue
-            yield replace(row, arguments=plain)
+            row = self._open(found)
+            if row is not None:
+                yield row
+
+    def _open(self, found: tuple[Any, ...]) -> HeldRow | None:
+        ref, call_id, tool, owner, fp, reason, requested, expires, context_expires = found[:9]
+        row = HeldRow(
+            ref, call_id, tool, owner, fp, reason, requested, expires, context_expires,
+            size=found[9], arguments=b"",
+        )  # fmt: skip
+        try:
+            plain = self._sealer.open(bytes(found[10]), row.identity())
+        except SealError:
+            self.unreadable += 1
+            return None
+        return replace(row, arguments=plain)

@@ -6,7 +6,7 @@ intents, lets the caller re-run the pure engine on them and inserts the ``PENDIN
 two callers, in two threads or two processes, can never both be told to dispatch one callId, nor
 together exceed a call limit.
 
-Writes are group-committed (``servers.store.writer``): one thread runs every write queued, in
+Writes are group-committed (``servers.store.sqlite.writer``): one thread runs every write queued, in
 order, in one transaction per batch, and answers the callers after the commit. Writes are
 coroutines of an event loop, whose waiters the writer thread wakes with one call per batch.
 Reads never wait for a write: each thread reads on its own connection, and WAL readers see the
@@ -29,22 +29,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from servers.log.decision_log import Admitted, DecisionLog
-from servers.store import jobs
 from servers.store.rows import (
-    APPROVAL_COLUMNS,
-    CALL_INDEX_SCHEMA,
     FAILED,
     FINAL_STATUSES,
-    INTENT_COLUMNS,
-    INTENTS_OF_CONTEXT,
     INTERRUPTED,
-    LOG_MARK_SCHEMA,
     MAX_ID_CHARS,
-    OWNER_SCHEMA,
     PENDING,
     RECONCILED,
-    SCHEMA,
-    SCHEMA_VERSION,
     SUCCEEDED,
     TURN_OUTCOMES,
     UNKNOWN,
@@ -55,11 +46,23 @@ from servers.store.rows import (
     StoreDamaged,
     StoreError,
     TurnRow,
+    pending_intent,
+)
+from servers.store.sqlite import jobs
+from servers.store.sqlite.schema import (
+    APPROVAL_COLUMNS,
+    CALL_INDEX_SCHEMA,
+    INTENT_COLUMNS,
+    INTENTS_OF_CONTEXT,
+    LOG_MARK_SCHEMA,
+    OWNER_SCHEMA,
+    SCHEMA,
+    SCHEMA_VERSION,
     approval_row,
     context_row,
     intent_row,
 )
-from servers.store.writer import GroupWriter, WriterClosed
+from servers.store.sqlite.writer import GroupWriter, WriterClosed
 from servers.support.memo import cached, keep
 
 T = TypeVar("T")
@@ -104,7 +107,7 @@ MIGRATIONS = {
 class _LogMark:
     """The batch hook that keeps the store's mark of the decision log: the last seq the log
     had made durable when a batch began. Every record up to it is in the log, so a log that
-    ends before it has lost records (see ``servers.store.opening``). A lower bound: the
+    ends before it has lost records (see ``servers.store.sqlite.opening``). A lower bound: the
     records of the last batches before a crash may be in the log and not covered."""
 
     __slots__ = ("log", "stamped")
@@ -127,7 +130,7 @@ def _now_ms() -> int:
 class Store:
     """The dispatch store of one data directory. Thread-safe.
 
-    Writes go through one writer thread (:class:`~servers.store.writer.GroupWriter`) that
+    Writes go through one writer thread (:class:`~servers.store.sqlite.writer.GroupWriter`) that
     commits them in batches, one durable transaction each; the ``submit_*`` methods return its
     futures and the plain methods wait for them. Reads use a connection per thread (WAL: a
     reader never waits for a writer) and see every write whose method has returned. Contexts,
@@ -333,7 +336,7 @@ class Store:
         ``sqlite3.OperationalError`` is raised.
 
         ``record`` is logged if, and once, the intent was inserted."""
-        row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
+        row = pending_intent(context_ref, call_id, tool, fingerprint, now_ms)
         job = partial(jobs.begin, row=row, decide=decide, seen=seen)
         return await self._run(job, jobs.if_inserted(record))
 

@@ -42,7 +42,7 @@ from servers.store.rows import (
 )
 from servers.support.memo import remembered
 
-PG_SCHEMA_VERSION = 3
+PG_SCHEMA_VERSION = 4
 MIGRATION_LOCK = 0x5E1F_0019_5C4E_3A01
 """The advisory lock key (one 64-bit integer) the migrations hold; any constant, used only here."""
 
@@ -139,7 +139,7 @@ $$;
 """
 """Version 1: the tables and the decision log's functions. ``seif_cbor_uint`` is the canonical
 CBOR head of an unsigned integer (RFC 8949 §4.2.1: the shortest form); ``seif_log`` inserts a
-record, its bytes completed around the ``seq`` it takes (``servers.store.pg_log``)."""
+record, its bytes completed around the ``seq`` it takes (``servers.store.postgres.log``)."""
 
 WRITES_V1 = """
 CREATE FUNCTION seif_claim(p_replica text, p_incarnation text, p_now bigint, p_ref text,
@@ -200,7 +200,7 @@ END $$;
 """Version 1: the two hot writes as single statements, each one transaction (READ COMMITTED:
 each statement inside takes a new snapshot, so what is read after a lock is what is committed).
 
-- ``seif_claim``: the claim of :meth:`~servers.store.postgres.PgStore.begin_intent_async` when
+- ``seif_claim``: the claim of :meth:`~servers.store.postgres.store.PgStore.begin_intent_async` when
   the caller has seen the context's intents: the lease (``KEY SHARE``), the context's row
   (``FOR UPDATE``), its intents compared with ``p_seen`` (``CHANGED``: the caller decides
   again, in a transaction of its own), then the insert (``ON CONFLICT DO NOTHING``: ``EXISTS``)
@@ -237,8 +237,8 @@ CREATE INDEX held_outcomes_by_time ON held_outcomes (decided_at);
 CREATE INDEX turns_by_credential ON turns (credential_id, expires_at);
 """
 """Version 2: the calls held for approval, shared by every replica (their arguments sealed:
-``servers.store.sealing``), how each wait ended (``REJECTED`` is never replaced), and the
-turns of a credential in order (``servers.store.pg_held``)."""
+``servers.store.postgres.sealing``), how each wait ended (``REJECTED`` is never replaced), and the
+turns of a credential in order (``servers.store.postgres.held``)."""
 
 COMPLETE_V3 = """
 CREATE OR REPLACE FUNCTION seif_complete(p_ref text, p_call text, p_status text, p_reason text,
@@ -270,7 +270,16 @@ END $$;
 ``status = 'PENDING'`` let the planner pick the partial index of every replica's pending
 intents, scanning them all on each completion)."""
 
-MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2, 3: COMPLETE_V3}
+KEY_CHECK_V4 = """
+CREATE TABLE key_check (
+    id integer PRIMARY KEY CHECK (id = 1),
+    value text NOT NULL CHECK (value ~ '^[0-9a-f]{64}$')
+);
+"""
+"""Version 4: the check value of the fingerprint key every replica must use, recorded by the
+first replica that starts (``servers.store.keycheck``): never the key itself."""
+
+MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2, 3: COMPLETE_V3, 4: KEY_CHECK_V4}
 """What brings a database from version ``n - 1`` to ``n``; version 0 is an empty database."""
 
 INTENT_COLUMNS = "context_ref, call_id, tool, fingerprint, status, reason, created_at, completed_at"
@@ -307,7 +316,7 @@ LOG_ARGS = (
     "%(log_replica)s::text, %(log_replica_seq)s::bigint, %(log_ref)s::text, %(log_event)s::text,"
     " %(log_head)s::bytea, %(log_tail)s::bytea"
 )
-"""A record's parameters (``servers.store.pg_log.Sequencer``): all NULL for no record."""
+"""A record's parameters (``servers.store.postgres.log.Sequencer``): all NULL for no record."""
 LOG_CALL = f"seif_log({LOG_ARGS})"
 """The insert of one record, which takes its ``seq``."""
 APPEND = f"SELECT {LOG_CALL}"

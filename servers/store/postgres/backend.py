@@ -4,9 +4,10 @@ postgresql://...``), a :class:`~servers.store.interface.Backend`.
 The replica is named (``--replica-id``, by default host and pid) in the store's replica table
 and in every record it logs; it holds a lease the store renews every third of its length,
 and an intent of a replica whose lease lapsed is made ``UNKNOWN`` by the others
-(``servers.store.postgres``). The fingerprint key must come from the bindings' ``traceKeyRef``:
-every replica must compute the same fingerprints, so a replica without one is refused.
-"""
+(``servers.store.postgres.store``). The fingerprint key must come from the bindings'
+``traceKeyRef``: every replica must compute the same fingerprints, so a replica without one is
+refused, and so is one whose key is not the one the store records (``TRACE_KEY_CHANGED``,
+``servers.store.keycheck``)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from servers.config.files import Bindings, refusal
+from policy.diagnostic import Diagnostic, Location
+from servers.config.files import Bindings, ConfigError, refusal
+from servers.store import keycheck
 from servers.store.interface import Clock, TurnStore
-from servers.store.pg_held import HeldTable
-from servers.store.pg_turns import StoredTurns
-from servers.store.postgres import PgDecisionLog, PgStore
+from servers.store.postgres.held import HeldTable
+from servers.store.postgres.sealing import Sealer
+from servers.store.postgres.store import PgDecisionLog, PgStore
+from servers.store.postgres.turns import StoredTurns
 from servers.store.rows import Reconciled, StoreError
-from servers.store.sealing import Sealer
 from servers.wire.answers import StoreState
 
 LOG = logging.getLogger("seif.runtime")
@@ -126,5 +129,13 @@ def prepare_replica(
         message = f"the lease must last {MIN_LEASE_MS / 1000:g} s at least"
         raise refusal("--lease-timeout", ("LEASE_TOO_SHORT", message))
     name = replica_id or default_replica_id()
-    store = PgStore.open(url, replica_id=name, lease_ms=lease_ms, now_ms=now_ms)
+    check = keycheck.check_value(bindings.trace_key)
+    try:
+        store = PgStore.open(
+            url, replica_id=name, lease_ms=lease_ms, now_ms=now_ms, key_check=check
+        )
+    except keycheck.KeyChanged as exc:
+        where = Location(file=bindings_file, pointer="/traceKeyRef")
+        changed = Diagnostic(code=keycheck.TRACE_KEY_CHANGED, message=exc.message, location=where)
+        raise ConfigError([changed]) from None
     return ReplicaBackend(store, store.log, bindings.trace_key, name, lease_ms)

@@ -1,5 +1,5 @@
 """One runtime's backend: a data directory it owns (locked), holding the SQLite dispatch store
-and the decision-log file, opened, checked and reconciled by ``servers.store.opening``; its
+and the decision-log file, opened, checked and reconciled by ``servers.store.sqlite.opening``; its
 turns are kept in memory (:class:`~servers.store.memory.MemoryTurns`)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from servers.log.decision_log import DecisionLog
-from servers.store.datadir import DataDir
-from servers.store.dispatch import Store
 from servers.store.interface import Clock, TurnStore
 from servers.store.memory import MemoryTurns
-from servers.store.opening import OpenedData, open_data
 from servers.store.rows import Reconciled
+from servers.store.sqlite.datadir import DataDir
+from servers.store.sqlite.opening import OpenedData, open_data
+from servers.store.sqlite.store import Store
 from servers.wire.answers import StoreState
 
 

@@ -1,6 +1,6 @@
 """The dispatch store on PostgreSQL: one database that every replica of the runtime shares.
 
-It has the methods and the semantics of the SQLite store (``servers.store.dispatch.Store``)
+It has the methods and the semantics of the SQLite store (``servers.store.sqlite.store.Store``)
 that the runtime uses, and the same rows and checks (``servers.store.rows``): nothing stored
 holds raw arguments, outputs, approval reasons or secrets.
 
@@ -9,7 +9,7 @@ holds raw arguments, outputs, approval reasons or secrets.
   by any replica, and holds no transaction open. Contexts, which never change, are cached.
 - Writes are coroutines on psycopg's ``AsyncConnectionPool`` (opened in the event loop of the
   first write). Each is one transaction, committed (``synchronous_commit`` on) before it
-  returns, that inserts its decision-log record itself (``servers.store.pg_log``): the record
+  returns, that inserts its decision-log record itself (``servers.store.postgres.log``): the record
   exists iff the write committed. Most are one statement, one round trip (a claim that must
   call ``decide`` is a transaction of six).
 - Once-only dispatch: the arbiter is the intents' primary key ``(context_ref, call_id)``.
@@ -40,9 +40,9 @@ from psycopg.rows import RowFactory, class_row, dict_row, tuple_row
 from psycopg_pool import PoolTimeout
 
 from servers.log.decision_log import Admitted, observed
-from servers.store import jobs
-from servers.store import pg_schema as schema
-from servers.store.pg_log import (
+from servers.store import keycheck
+from servers.store.postgres import schema
+from servers.store.postgres.log import (
     RELEASE,
     REPLICA_LOST,
     Entry,
@@ -69,6 +69,7 @@ from servers.store.rows import (
     check_id,
     check_ms,
     check_reason,
+    pending_intent,
 )
 from servers.support.memo import cached, keep
 
@@ -128,11 +129,15 @@ class PgStore:
         pool_min: int = POOL_MIN,
         pool_max: int = POOL_MAX,
         timeout_s: int = CONNECT_TIMEOUT_S,
+        key_check: str | None = None,
     ) -> PgStore:
-        """Connect, migrate (``servers.store.pg_schema.migrate``) and register the replica
-        with a lease until ``now_ms + lease_ms``; any refusal is a :class:`StoreError` (another
-        process holding a live lease under this id, say). This replica's intents left
-        ``PENDING`` by an earlier run become ``UNKNOWN`` (``INTERRUPTED``: :attr:`interrupted`)."""
+        """Connect, migrate (``servers.store.postgres.schema.migrate``), check the fingerprint key's
+        ``key_check`` value when given (``servers.store.keycheck.claim``: a store that records
+        another is a :class:`~servers.store.keycheck.KeyChanged`, before anything else is
+        written) and register the replica with a lease until ``now_ms + lease_ms``; any other
+        refusal is a :class:`StoreError` (another process holding a live lease under this id,
+        say). This replica's intents left ``PENDING`` by an earlier run become ``UNKNOWN``
+        (``INTERRUPTED``: :attr:`interrupted`)."""
         check_id("replica_id", replica_id)
         if type(lease_ms) is not int or lease_ms <= 0:
             raise ValueError("lease_ms must be a positive integer")
@@ -141,6 +146,8 @@ class PgStore:
         conn, where = schema.connect(url, timeout_s), schema.redacted(url)
         try:
             schema.migrate(conn, where)
+            if key_check is not None:
+                keycheck.claim(conn, key_check, where)
             incarnation = secrets.token_hex(8)
             interrupted, last = register(conn, replica_id, incarnation, now, lease_ms)
         except BaseException as exc:
@@ -356,7 +363,7 @@ class PgStore:
         exactly ``seen`` (then one statement, ``seif_claim``, does it all); then an existing
         intent of this callId is the claim, else a refusal, else the insert. A replica whose
         lease lapsed (by ``now_ms``) or was reaped claims nothing (:class:`StoreError`)."""
-        row = jobs.pending(context_ref, call_id, tool, fingerprint, now_ms)
+        row = pending_intent(context_ref, call_id, tool, fingerprint, now_ms)
         if self._lost:
             raise self._lease_lost()
         found = None if record is None else entry(record)  # encoded before any lock is held

@@ -5,7 +5,7 @@ Replicas on one PostgreSQL store keep them in its ``turns`` table: a turn starte
 replica is live on all, and is completed once whichever replica completes it (the row's outcome
 is set only while it is unset). Each credential keeps its newest ``per_credential`` turns
 (starting one more forgets its oldest); turns are forgotten an hour past their expiry
-(``servers.store.pg_held.HeldTable.tidy``).
+(``servers.store.postgres.held.HeldTable.tidy``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from servers.store.rows import StoreError, TurnRow
 
 if TYPE_CHECKING:
-    from servers.store.postgres import PgStore
+    from servers.store.postgres.store import PgStore
 
 
 class StoredTurns:

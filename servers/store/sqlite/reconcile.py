@@ -29,8 +29,15 @@ from policy.engine.state import CONTEXT_TTL_MS
 from policy.json.canonical import EncodingError, canonical_cbor, canonical_json
 from servers.log.decision_log import DecisionLog, DecisionLogError, admit
 from servers.log.reading import read_at
-from servers.store.dispatch import RECONCILED, UNKNOWN, ContextRow, IntentRow, Store
-from servers.store.rows import MAX_ID_CHARS, Reconciled, check_fingerprint, insert_row
+from servers.store.rows import (
+    MAX_ID_CHARS,
+    Reconciled,
+    check_fingerprint,
+)
+from servers.store.sqlite.schema import (
+    insert_row,
+)
+from servers.store.sqlite.store import RECONCILED, UNKNOWN, ContextRow, IntentRow, Store
 
 CHUNK = 2048
 """Candidates checked against the store in one query; records restored in one transaction."""
@@ -148,7 +155,7 @@ def _insert(db: sqlite3.Connection, table: str, rows: list[Any]) -> int:
 
 
 def _encoded(row: Any) -> dict[str, object]:
-    """The columns stored encoded (as ``servers.store.jobs`` writes them)."""
+    """The columns stored encoded (as ``servers.store.sqlite.jobs`` writes them)."""
     if isinstance(row, ContextRow):
         return {"coordinates": canonical_json(row.coordinates)}
     return {}

@@ -5,7 +5,8 @@ Layout (documented in ``docs/data-directory.md``)::
     DATA_DIR/                 0700
       owner.lock              flock()ed by the owner; JSON {"pid", "host", "startedAt"}
       runtime.key             32 random bytes, 0600, created once
-      dispatch.sqlite         the dispatch store (servers.store.dispatch), with -wal and -shm
+      key.check               the check value of the fingerprint key in use (servers.store.keycheck)
+      dispatch.sqlite         the dispatch store (servers.store.sqlite.store), with -wal and -shm
       decisions.cbor          the decision log (servers.log.decision_log)
 
 Ownership is ``flock(LOCK_EX | LOCK_NB)`` on the directory itself (so that unlinking
@@ -21,6 +22,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import secrets
 import socket
 import stat
@@ -37,11 +39,13 @@ from policy.json.strict import JsonError, dump_bytes, loads
 
 OWNER_LOCK = "owner.lock"
 RUNTIME_KEY = "runtime.key"
+KEY_CHECK = "key.check"
 DISPATCH_DB = "dispatch.sqlite"
 DECISION_LOG = "decisions.cbor"
 
 KEY_BYTES = 32
-_KEY_TMP = RUNTIME_KEY + ".tmp"
+CHECK_BYTES = 65
+"""``key.check``: 64 lowercase hex digits and a newline."""
 _READ_OWNER_TRIES = 20
 _READ_OWNER_PAUSE_S = 0.025
 
@@ -92,8 +96,19 @@ KEY_REMEDY = (
 )
 
 
+CHECK_REMEDY = (
+    f"restore `{KEY_CHECK}` from a backup of this data directory (65 bytes, mode 0600, owned"
+    " by this user; `chmod 600` mends the mode), or remove it if the key in use is the one"
+    " its fingerprints were made with: the next start writes it again"
+)
+
+
 def _bad_key(path: Path, message: str) -> DataDirError:
     return DataDirError(path, KEY_INVALID, message, KEY_REMEDY)
+
+
+def _bad_check(path: Path, message: str) -> DataDirError:
+    return DataDirError(path, KEY_INVALID, message, CHECK_REMEDY)
 
 
 def _now_ms() -> int:
@@ -172,6 +187,10 @@ class DataDir:
     def key_path(self) -> Path:
         return self.path / RUNTIME_KEY
 
+    @property
+    def key_check_path(self) -> Path:
+        return self.path / KEY_CHECK
+
     def has_runtime_key(self) -> bool:
         """Whether ``runtime.key`` exists (any kind of file: a bad one is refused on use)."""
         return os.path.lexists(self.key_path)
@@ -182,9 +201,28 @@ class DataDir:
             self._check_open()
             if self._key is None:
                 if not self.has_runtime_key():
-                    _create_key(self.path)
-                self._key = _read_key(self.key_path)
+                    _create_private(self.path, RUNTIME_KEY, secrets.token_bytes(KEY_BYTES))
+                self._key = _read_private(self.key_path, KEY_BYTES, _bad_key)
             return self._key
+
+    def key_check(self) -> str | None:
+        """The check value ``key.check`` records (None: there is none); a file that is not
+        one is refused as a bad key file is (``KEY_INVALID``)."""
+        self._check_open()
+        path = self.key_check_path
+        if not os.path.lexists(path):
+            return None
+        text = _read_private(path, CHECK_BYTES, _bad_check).decode("ascii", "replace")
+        if not re.fullmatch(r"[0-9a-f]{64}\n", text):
+            raise _bad_check(path, f"`{path}` does not hold 64 lowercase hex digits")
+        return text[:-1]
+
+    def record_key_check(self, value: str) -> None:
+        """Write ``value`` to ``key.check`` (0600, atomically, replacing an earlier one)."""
+        self._check_open()
+        if not re.fullmatch(r"[0-9a-f]{64}", value):
+            raise ValueError("a check value is 64 lowercase hex digits")
+        _create_private(self.path, KEY_CHECK, (value + "\n").encode("ascii"), replace=True)
 
     def on_close(self, close: Callable[[], None]) -> None:
         """Run ``close`` in :meth:`close` before ownership is released (the last registered
@@ -382,21 +420,24 @@ def _locked(root: Path, owner: dict[str, Any]) -> DataDirLocked:
     return DataDirLocked(root, pid, host, running_here=running)
 
 
-def _create_key(root: Path) -> None:
-    """Write the key to a temporary file, fsync it, then link it into place: the name
-    ``runtime.key`` only ever appears with its 32 bytes on disk, and ``link`` (like
-    ``O_CREAT | O_EXCL``) never replaces an existing key."""
-    tmp = root / _KEY_TMP
+def _create_private(root: Path, name: str, data: bytes, *, replace: bool = False) -> None:
+    """Write ``data`` to a temporary file (0600), fsync it, then link it into place as
+    ``name`` (``link``, like ``O_CREAT | O_EXCL``, never replaces an existing file: the runtime
+    key), or rename it onto ``name`` (``replace``): the name only ever appears whole."""
+    tmp = root / (name + ".tmp")
     tmp.unlink(missing_ok=True)  # a crash left it; we own the directory
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     fd = os.open(tmp, flags, 0o600)
     try:
-        _write_all(fd, secrets.token_bytes(KEY_BYTES))
+        _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
     try:
-        os.link(tmp, root / RUNTIME_KEY)
+        if replace:
+            os.replace(tmp, root / name)
+        else:
+            os.link(tmp, root / name)
     except FileExistsError:
         pass
     finally:
@@ -404,32 +445,37 @@ def _create_key(root: Path) -> None:
     _fsync_dir(root)
 
 
-def _read_key(path: Path) -> bytes:
+Refusal = Callable[[Path, str], DataDirError]
+
+
+def _read_private(path: Path, size: int, bad: Refusal) -> bytes:
+    """The ``size`` bytes of the private file at ``path`` (regular, not a link, this user's,
+    no access for group or others), or ``bad``'s refusal."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise _bad_key(path, f"`{path}` is a symbolic link") from None
-        raise _bad_key(path, f"`{path}` cannot be read: {exc.strerror or exc}") from None
+            raise bad(path, f"`{path}` is a symbolic link") from None
+        raise bad(path, f"`{path}` cannot be read: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
-        _check_key_file(path, info)
-        data = os.read(fd, KEY_BYTES + 1)
+        _check_private_file(path, info, size, bad)
+        data = os.read(fd, size + 1)
     finally:
         os.close(fd)
-    if len(data) != KEY_BYTES:
-        raise _bad_key(path, f"`{path}` holds {len(data)} bytes, not {KEY_BYTES}")
+    if len(data) != size:
+        raise bad(path, f"`{path}` holds {len(data)} bytes, not {size}")
     return data
 
 
-def _check_key_file(path: Path, info: os.stat_result) -> None:
+def _check_private_file(path: Path, info: os.stat_result, size: int, bad: Refusal) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise _bad_key(path, f"`{path}` is not a regular file")
+        raise bad(path, f"`{path}` is not a regular file")
     if info.st_mode & 0o077:
         mode = stat.S_IMODE(info.st_mode)
         message = f"`{path}` has mode {mode:04o}: group and others must have no access"
-        raise _bad_key(path, message)
+        raise bad(path, message)
     if info.st_uid != os.geteuid():
-        raise _bad_key(path, f"`{path}` is owned by uid {info.st_uid}, not by this user")
-    if info.st_size != KEY_BYTES:
-        raise _bad_key(path, f"`{path}` holds {info.st_size} bytes, not {KEY_BYTES}")
+        raise bad(path, f"`{path}` is owned by uid {info.st_uid}, not by this user")
+    if info.st_size != size:
+        raise bad(path, f"`{path}` holds {info.st_size} bytes, not {size}")
