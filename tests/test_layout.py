@@ -1,9 +1,12 @@
 """The package layout the wheel and the Runtime bundle are built from: every package folder is
-declared (a subpackage left out of pyproject.toml would be missing from the bundle), and the
-import-linter contracts that `make test` runs are the ones documented in the README."""
+declared (a subpackage left out of pyproject.toml would be missing from the bundle), the
+import-linter contracts that `make test` runs are the ones documented in the README and place
+every subpackage, no module imports itself back through others (a cycle, even one hidden in a
+function or under ``TYPE_CHECKING``), and no production module is over 600 lines."""
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
 
@@ -36,3 +39,153 @@ def test_the_layer_contracts_name_every_part_of_servers() -> None:
     parts = {p.name for p in (ROOT / "servers").iterdir() if (p / "__init__.py").is_file()}
     assert named == parts
     assert not [p.name for p in (ROOT / "servers").glob("*.py") if p.name != "__init__.py"]
+
+
+# ---------------------------------------------------------------- no import cycle
+
+
+def modules(root: Path, tops: tuple[str, ...]) -> dict[str, tuple[Path, bool]]:
+    """Every module of the packages ``tops`` under ``root``: its file, and whether it is a
+    package (the copied executor starters are files to copy, not modules)."""
+    found = {}
+    for top in tops:
+        for path in (root / top).rglob("*.py"):
+            if "__pycache__" in path.parts or "starters" in path.parts:
+                continue
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            package = parts[-1] == "__init__"
+            found[".".join(parts[:-1] if package else parts)] = (path, package)
+    return found
+
+
+def _imported(node: ast.AST, package: str) -> list[str]:
+    """The names an import statement imports, absolute (``from . import x`` resolved): each
+    ``from a import b`` is ``a.b``, the module ``a.b`` or the name ``b`` of the module ``a``."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*parts, *([node.module] if node.module else [])])
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def import_graph(root: Path, tops: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of ``tops`` it imports: every import statement counts, at the top,
+    inside a function or under ``if TYPE_CHECKING``, as a cycle hides in any of them."""
+    known = modules(root, tops)
+
+    def owner(name: str) -> str | None:  # `a.b.name`: the module `a.b`
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for name, (path, is_package) in known.items():
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for imported in _imported(node, package):
+                target = owner(imported)
+                if target is not None and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+PACKAGES = ("policy", "compiler", "servers", "seif")
+
+
+def test_no_import_cycle_anywhere() -> None:
+    graph = import_graph(ROOT, PACKAGES)
+    assert len(graph) > 200
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
+    """Not vacuous: a cycle through a function-local import and a `TYPE_CHECKING` block, and a
+    relative import, are found; a module that only imports into the cycle is not part of it."""
+    package = tmp_path / "planted"
+    package.mkdir()
+    files = {
+        "__init__.py": "",
+        "a.py": "from planted.b import thing\n",
+        "b.py": "def thing():\n    from planted import c\n    return c\n",
+        "c.py": (
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+            "    from planted.d import other\n"
+        ),
+        "d.py": "from . import a\n\nother = 1\n",
+        "e.py": "import planted.a\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text, encoding="utf-8")
+    graph = import_graph(tmp_path, ("planted",))
+    assert cycles(graph) == [["planted.a", "planted.b", "planted.c", "planted.d"]]
+    (package / "d.py").write_text("other = 1\n", encoding="utf-8")
+    assert cycles(import_graph(tmp_path, ("planted",))) == []
+
+
+# ---------------------------------------------------------------- module size
+
+MAX_LINES = 600
+
+
+def test_no_production_module_is_over_600_lines() -> None:
+    """A module that grows past 600 lines holds more than one part: split it where the parts
+    meet (the copied executor starters are files to copy, not modules)."""
+    known = modules(ROOT, PACKAGES)
+    sizes = {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, (path, _) in known.items()
+    }
+    assert len(sizes) > 200
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_the_layer_contracts_name_every_subpackage() -> None:
+    """A new subpackage of policy, compiler or seif takes its place in its package's layers."""
+    contracts = _config()["tool"]["importlinter"]["contracts"]  # type: ignore[index]
+    for top in ("policy", "compiler", "seif"):
+        inner = next(c for c in contracts if c.get("containers") == [top])
+        named = {part.strip() for layer in inner["layers"] for part in layer.split("|")}
+        parts = {p.name for p in (ROOT / top).iterdir() if (p / "__init__.py").is_file()}
+        assert parts <= named, top
