@@ -24,7 +24,7 @@ from seif.cli.output import (
     say,
     warn,
 )
-from seif.cli.parsing import subcommands
+from seif.cli.parsing import command, subcommands
 
 USAGE_CODES = frozenset({
     "FILE_UNREADABLE", "FILE_UNWRITABLE", "JSON_SYNTAX", "SEIF_SYNTAX", "ARGUMENTS_NOT_JSON",
@@ -65,13 +65,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _command(inner: Any, name: str, summary: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = inner.add_parser(
-        name,
-        help=summary,
-        description=summary,
-        epilog=f"example:\n  {EXAMPLES[name]}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command(inner, name, summary, EXAMPLES[name], description=summary)
     parser.add_argument("--project", required=True, metavar="FILE", help="a .json or .seif project")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     return parser
