@@ -12,10 +12,10 @@ import pg_support
 import psycopg
 import pytest
 
-from servers.store.postgres.held import HeldRow, HeldTable, Place
+from servers.store.postgres.held import HeldTable
 from servers.store.postgres.sealing import Sealer
 from servers.store.postgres.store import PgStore
-from servers.store.rows import StoreError
+from servers.store.rows import HeldCall, StoreError
 
 pg_url = pg_support.pg_url
 NOW = 1_800_000_000_000
@@ -34,20 +34,9 @@ def two(pg_url: str) -> Iterator[tuple[PgStore, PgStore]]:
     b.close()
 
 
-def _row(call_id: str, size: int = 10, at: int = NOW, tool: str = "propose-change") -> HeldRow:
-    return HeldRow("ctx_1", call_id, tool, "app", "a" * 64, "APPROVAL_REQUIRED", at,
-                   at + 300_000, at + 900_000, size, arguments=b'{"x":1}')  # fmt: skip
-
-
-def test_the_pending_list_is_bounded_in_bytes_across_replicas(
-    two: tuple[PgStore, PgStore],
-) -> None:
-    a, b = (HeldTable(s, Sealer(KEY)) for s in two)
-    for n in range(4):  # two replicas' holds, 40 bytes each
-        (a if n % 2 else b).put(_row(f"c{n}", size=40, at=NOW + n))
-    listed = a.live(NOW + 10, limit=100, max_bytes=100)
-    assert [r.call_id for r in listed] == ["c0", "c1"]  # the oldest, within the bytes
-    assert [r.call_id for r in a.live(NOW + 10, limit=3, max_bytes=10_000)] == ["c0", "c1", "c2"]
+def _row(call_id: str, size: int = 10, at: int = NOW, tool: str = "propose-change") -> HeldCall:
+    return HeldCall("ctx_1", tool, call_id, b'{"x":1}', "APPROVAL_REQUIRED", at, "a" * 64,
+                    at + 300_000, at + 900_000, size, owner="app")  # fmt: skip
 
 
 def test_pages_of_held_calls_visit_each_once_across_replicas_while_calls_come_and_go(
@@ -63,7 +52,7 @@ def test_pages_of_held_calls_visit_each_once_across_replicas_while_calls_come_an
         (a if n % 2 else b).put(_row(f"c{n:02}", size=10, at=NOW + n // 3))
     all_along = {f"c{n:02}" for n in range(20)} - {"c05", "c15", "c17"}
     seen: list[str] = []
-    after: Place | None = None
+    after: str | None = None
     for turn in range(40):
         rows, more = (a, b)[turn % 2].page(NOW, after, 3, 1 << 20)
         seen += [row.call_id for row, _ in rows if row is not None]
@@ -98,7 +87,8 @@ def test_a_hold_racing_a_rejection_is_never_listed_and_is_tidied(
                      " replica_id FROM held_calls LIMIT 0")  # fmt: skip
         a.put(_row("c2"))
         conn.execute("UPDATE held_calls SET call_id = 'c1' WHERE call_id = 'c2'")
-    assert a.live(NOW, 100, 1 << 20) == [] and a.get("ctx_1", "c1", NOW) is None
+    assert a.page(NOW, None, 100, 1 << 20) == ([], False)
+    assert a.get("ctx_1", "c1", NOW) is None
     assert not a.holds("ctx_1", NOW)
     a.tidy(NOW)
     with psycopg.connect(pg_url) as conn:
@@ -109,11 +99,11 @@ def test_a_replica_s_stale_hold_never_removes_a_newer_one(two: tuple[PgStore, Pg
     a, b = (HeldTable(s, Sealer(KEY)) for s in two)
     a.put(_row("c1", at=NOW))
     b.put(_row("c1", at=NOW + 60_000))  # asked again through b: b's hold replaces a's
-    assert a.expire_own("ctx_1", "c1", NOW, NOW + 300_000) is False  # a's hold is gone
-    a.drop_own("ctx_1", "c1", NOW)
-    [held] = a.live(NOW + 300_001, 100, 1 << 20)
-    assert held.requested_at == NOW + 60_000
-    assert b.expire_own("ctx_1", "c1", NOW + 60_000, NOW + 360_000) is True
+    assert a.expire_own(_row("c1", at=NOW), NOW + 300_000) is False  # a's hold is gone
+    a.drop_own(_row("c1", at=NOW))
+    [(held, _cursor)], _more = a.page(NOW + 300_001, None, 100, 1 << 20)
+    assert held is not None and held.requested_at == NOW + 60_000
+    assert b.expire_own(_row("c1", at=NOW + 60_000), NOW + 360_000) is True
     assert b.outcome("ctx_1", "c1") == "EXPIRED"
     b.reject("ctx_1", "c1", NOW)
     b.note("ctx_1", "c1", "EXPIRED", NOW)

@@ -1,5 +1,5 @@
 """The pending list in pages, on its own (``servers.wire.paging`` and
-``PendingCalls.page``): a walk by cursor while calls are added, dropped and asked again visits
+``HeldCalls.page``): a walk by cursor while calls are added, dropped and asked again visits
 every call held all along once, nothing twice and nothing that was not held (a hypothesis
 property); a page's limit and bytes, a call larger than a page alone; a cursor of an earlier
 process starts over; a cursor that is none is refused."""
@@ -13,23 +13,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.json.strict import loads
-from servers.runtime.pending import PendingCalls
-from servers.runtime.values import Pending
+from servers.runtime.held import HeldCalls
+from servers.store.rows import HeldCall
 from servers.wire import paging
 from servers.wire.paging import CursorInvalid, Listed
 
 FAR = 10**12
 
 
-def held_call(n: int, call_id: str, size: int) -> Pending:
-    return Pending("ctx", "t", call_id, b"{}", "APPROVAL_REQUIRED", n, "fp", FAR, FAR, size)
+def held_call(n: int, call_id: str, size: int) -> HeldCall:
+    return HeldCall("ctx", "t", call_id, b"{}", "APPROVAL_REQUIRED", n, "fp", FAR, FAR, size)
 
 
 @dataclass
 class Walk:
     """A walk through the pages of ``held`` and what it saw."""
 
-    held: PendingCalls
+    held: HeldCalls
     after: str | None = None
     done: bool = False
     seen: list[int] = field(default_factory=list)  # id() of each call listed, in order
@@ -62,8 +62,8 @@ OPERATIONS = st.lists(
 def test_a_walk_by_cursor_lists_every_call_held_all_along_once(
     start: int, operations: list[tuple[int | str, ...]]
 ) -> None:
-    held = PendingCalls(in_all=10**6, per_context=10**6, per_credential=10**6)
-    made: list[Pending] = []  # every call made, kept: no id() is used twice
+    held = HeldCalls(in_all=10**6, per_context=10**6, per_credential=10**6)
+    made: list[HeldCall] = []  # every call made, kept: no id() is used twice
 
     def add(call_id: str, size: int) -> None:
         made.append(held_call(len(made), call_id, size))
@@ -124,7 +124,7 @@ def test_an_answer_is_within_its_bytes_with_the_longest_cursor() -> None:
 
 
 def test_a_cursor_of_an_earlier_process_starts_over_and_a_cursor_that_is_none_is_refused() -> None:
-    earlier, held = PendingCalls(), PendingCalls()
+    earlier, held = HeldCalls(), HeldCalls()
     for n in range(3):
         earlier.add(held_call(n, f"p{n}", 10), now=0)
         held.add(held_call(n, f"p{n}", 10), now=0)

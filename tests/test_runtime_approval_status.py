@@ -184,7 +184,7 @@ def test_the_periodic_sweep_logs_an_expiry_nobody_asked_about(tmp_path: Path) ->
             if "APPROVAL_EXPIRED" in kinds:
                 break
         assert kinds.count("APPROVAL_EXPIRED") == 1
-        assert len(runtime.pending) == 0
+        assert len(runtime.held) == 0
         assert await _status(s, ctx, "p1") == {"state": "EXPIRED"}
         kinds = [e["event"] for e in await _events(s, ctx)]
         assert kinds.count("APPROVAL_EXPIRED") == 1

@@ -36,10 +36,10 @@ from runtime_harness import (
 
 from servers.http.app import RUNTIME
 from servers.log.decision_log import read_records
-from servers.runtime import pending as pending_module
+from servers.runtime import held as held_module
 from servers.runtime import turns as turns_module
 from servers.runtime.events import iso
-from servers.runtime.pending import PendingCalls
+from servers.runtime.held import HeldCalls
 from servers.runtime.service import Runtime
 from servers.store.memory import MemoryTurns
 from servers.store.rows import TurnRow
@@ -79,10 +79,10 @@ def test_pending_calls_per_context_keep_the_newest_32(tmp_path: Path) -> None:
         for i in range(40):
             clock.advance(1)
             await ask(s, ctx, f"p{i}", proposal(i))
-        assert len(runtime.pending) == 33  # held in memory: 32 of ctx, 1 of the other
+        assert len(runtime.held) == 33  # held in memory: 32 of ctx, 1 of the other
         calls = [(p["contextRef"], p["callId"]) for p in await listed(s)]
         assert calls == [(other, "o1")] + [(ctx, f"p{i}") for i in range(8, 40)]
-        assert runtime.pending.get(ctx, "p0") is None  # its arguments are gone
+        assert runtime.held.get(ctx, "p0") is None  # its arguments are gone
         # asking again lists a call again, as the newest
         await ask(s, ctx, "p8", proposal(8))
         assert [p["callId"] for p in await listed(s)][-1] == "p8"
@@ -95,15 +95,15 @@ def test_pending_calls_per_context_keep_the_newest_32(tmp_path: Path) -> None:
         assert (await s.stats())["byCallId"] == {"p0": 1}
         # propose-change allows one call per context: the others can never run now
         assert [(p["contextRef"], p["callId"]) for p in await listed(s)] == [(other, "o1")]
-        assert len(runtime.pending) == 1
+        assert len(runtime.held) == 1
 
     run_on_fake_clock(tmp_path, scenario)
 
 
 def test_pending_calls_in_all_drop_the_oldest(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
-        assert runtime.pending.in_all == 10_000 and runtime.pending.per_context == 32
-        runtime.approvals.pending = PendingCalls(in_all=30)  # the bound in all, made reachable
+        assert runtime.held.in_all == 10_000 and runtime.held.per_context == 32
+        runtime.approvals.held = HeldCalls(in_all=30)  # the bound in all, made reachable
         first = (await s.resolve())["contextRef"]
         second = (await s.resolve())["contextRef"]
         for i in range(20):
@@ -112,7 +112,7 @@ def test_pending_calls_in_all_drop_the_oldest(tmp_path: Path) -> None:
             await ask(s, second, f"b{i}", proposal(i))
         calls = [p["callId"] for p in await listed(s)]
         assert calls == [f"a{i}" for i in range(10, 20)] + [f"b{i}" for i in range(20)]
-        assert len(runtime.pending) == 30
+        assert len(runtime.held) == 30
 
     run_on_fake_clock(tmp_path, scenario)
 
@@ -120,30 +120,30 @@ def test_pending_calls_in_all_drop_the_oldest(tmp_path: Path) -> None:
 def test_pending_calls_expire_by_time_without_being_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pending_module, "SWEEP_EVERY_S", 0.05)
+    monkeypatch.setattr(held_module, "SWEEP_EVERY_S", 0.05)
 
     async def scenario(s: Stack, runtime: Runtime, clock: FakeClock) -> None:
         ctx = (await s.resolve())["contextRef"]
         await ask(s, ctx, "p1", proposal(1))
         clock.advance(APPROVAL_TTL - 1)
         await asyncio.sleep(0.2)  # sweeps run meanwhile: not yet expired
-        assert runtime.pending.get(ctx, "p1") is not None
+        assert runtime.held.get(ctx, "p1") is not None
         assert [p["callId"] for p in await listed(s)] == ["p1"]
 
         clock.advance(1)  # the approval window is over: the sweep drops it, unasked
         for _ in range(100):
-            if len(runtime.pending) == 0:
+            if len(runtime.held) == 0:
                 break
             await asyncio.sleep(0.02)
-        assert len(runtime.pending) == 0 and runtime.pending.bytes == 0
+        assert len(runtime.held) == 0 and runtime.held.bytes == 0
 
         # an insertion drops what expired too, sweep or no sweep
-        runtime.pending.stop_sweeping()
+        runtime.held.stop_sweeping()
         await ask(s, ctx, "p2", proposal(2))
-        runtime.pending.stop_sweeping()
+        runtime.held.stop_sweeping()
         clock.advance(APPROVAL_TTL)
         await ask(s, ctx, "p3", proposal(3))
-        assert runtime.pending.get(ctx, "p2") is None
+        assert runtime.held.get(ctx, "p2") is None
         assert [p["callId"] for p in await listed(s)] == ["p3"]
 
     run_on_fake_clock(tmp_path, scenario)
@@ -154,11 +154,11 @@ def test_a_pending_call_expires_with_its_context(tmp_path: Path) -> None:
         ctx = (await s.resolve())["contextRef"]
         clock.advance(CONTEXT_TTL - MINUTE)
         await ask(s, ctx, "late", proposal(1))
-        held = runtime.pending.get(ctx, "late")
+        held = runtime.held.get(ctx, "late")
         assert held is not None and held.expires_at == clock.now + MINUTE
         clock.advance(MINUTE)
         assert await listed(s) == []
-        assert len(runtime.pending) == 0
+        assert len(runtime.held) == 0
 
     run_on_fake_clock(tmp_path, scenario)
 
@@ -169,9 +169,9 @@ def test_approving_or_dispatching_forgets_the_arguments(tmp_path: Path) -> None:
         await ask(s, ctx, "p1", proposal(1))
         other = await s.approve(ctx, "propose-change", "p1", proposal(2))
         assert other.status == 200
-        assert runtime.pending.get(ctx, "p1") is not None  # other arguments: still waiting
+        assert runtime.held.get(ctx, "p1") is not None  # other arguments: still waiting
         approval = await s.approval_id(ctx, "propose-change", "p1", proposal(1))
-        assert runtime.pending.get(ctx, "p1") is None  # approved exactly: forgotten
+        assert runtime.held.get(ctx, "p1") is None  # approved exactly: forgotten
         assert await listed(s) == []
 
         # a denial of the approved call's repeat holds it again; the dispatch forgets it
@@ -179,10 +179,10 @@ def test_approving_or_dispatching_forgets_the_arguments(tmp_path: Path) -> None:
             ctx, "propose-change", "p1", proposal(1), other.body["approvalId"]
         )
         assert invalid["reason"] == "APPROVAL_INVALID"
-        assert runtime.pending.get(ctx, "p1") is not None
+        assert runtime.held.get(ctx, "p1") is not None
         done = await s.execute(ctx, "propose-change", "p1", proposal(1), approval)
         assert done["status"] == "SUCCEEDED"
-        assert runtime.pending.get(ctx, "p1") is None and runtime.pending.bytes == 0
+        assert runtime.held.get(ctx, "p1") is None and runtime.held.bytes == 0
 
     run_on_fake_clock(tmp_path, scenario)
 
@@ -391,23 +391,23 @@ async def flood(s: Stack, contexts: int, per_context: int) -> list[tuple[str, st
 
 def test_one_credential_filling_its_pending_quota_never_drops_another_s(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
-        assert runtime.pending.per_credential == 1_000
-        runtime.approvals.pending = PendingCalls(per_credential=10)  # the quota, made reachable
+        assert runtime.held.per_credential == 1_000
+        runtime.approvals.held = HeldCalls(per_credential=10)  # the quota, made reachable
         ctx = (await s.resolve())["contextRef"]
         for i in range(3):
             await ask(s, ctx, f"p{i}", proposal(i))
         theirs = await flood(s, contexts=15, per_context=2)
         calls = [(p["contextRef"], p["callId"]) for p in await listed(s)]
         assert calls == [(ctx, f"p{i}") for i in range(3)] + theirs[-10:]
-        assert runtime.pending.held_by("tutor-app")[0] == 3
-        assert runtime.pending.held_by("other-app")[0] == 10
+        assert runtime.held.held_by("tutor-app")[0] == 3
+        assert runtime.held.held_by("other-app")[0] == 10
 
     run_two_apps(tmp_path, scenario)
 
 
 def test_the_pending_bounds_in_all_drop_the_busiest_credential_s_oldest(tmp_path: Path) -> None:
     async def scenario(s: Stack, runtime: Runtime, _clock: FakeClock) -> None:
-        runtime.approvals.pending = PendingCalls(in_all=12)  # the bound in all, made reachable
+        runtime.approvals.held = HeldCalls(in_all=12)  # the bound in all, made reachable
         ctx = (await s.resolve())["contextRef"]
         for i in range(3):
             await ask(s, ctx, f"p{i}", proposal(i))

@@ -19,12 +19,13 @@ from policy.engine.state import Call
 from policy.json.canonical import canonical_cbor
 from policy.json.strict import loads
 from servers.runtime import events
-from servers.runtime.pending import MAX_ONE_BYTES, PendingCalls, arguments_of, waiting
+from servers.runtime.held import MAX_ONE_BYTES, HeldCalls, arguments_of, waiting
 from servers.runtime.redact import error_pointer, key_token, names_field, shortened
 from servers.runtime.service import Runtime
-from servers.runtime.values import Pending
+from servers.store.rows import HeldCall
 from servers.support import memo
 from servers.support.bounded import Owned
+from servers.wire.paging import Page
 
 
 def test_the_least_recently_used_entry_goes_first() -> None:
@@ -151,12 +152,14 @@ class Args(dict[str, Any]):
     """Arguments that can be watched (a ``dict`` subclass takes a weak reference)."""
 
 
-def item(ctx: str, call: str, expires_at: int, size: int = 10, tool: str = "t") -> Pending:
-    return Pending(ctx, tool, call, Args(v=call), "APPROVAL_REQUIRED", 0, "fp", expires_at, 0, size)
+def item(ctx: str, call: str, expires_at: int, size: int = 10, tool: str = "t") -> HeldCall:
+    return HeldCall(
+        ctx, tool, call, Args(v=call), "APPROVAL_REQUIRED", 0, "fp", expires_at, 0, size
+    )
 
 
 def test_dropped_calls_release_their_arguments() -> None:
-    held = PendingCalls(per_context=2, in_all=3)
+    held = HeldCalls(per_context=2, in_all=3)
     refs = []
     for i in range(5):
         new = item("c", f"p{i}", expires_at=100)
@@ -177,7 +180,7 @@ def test_dropped_calls_release_their_arguments() -> None:
 
 
 def test_the_byte_budget_drops_the_oldest() -> None:
-    held = PendingCalls(max_bytes=100)
+    held = HeldCalls(max_bytes=100)
     for i in range(5):
         held.add(item(f"c{i}", "p", expires_at=100, size=30), now=0)
     assert [p.context_ref for p in held.listed(0)] == ["c2", "c3", "c4"] and held.bytes == 90
@@ -186,7 +189,7 @@ def test_the_byte_budget_drops_the_oldest() -> None:
 
 
 def test_the_expiry_heap_stays_bounded() -> None:
-    held = PendingCalls()
+    held = HeldCalls()
     for i in range(5_000):
         held.add(item("c", "same", expires_at=10_000 + i), now=i)  # one call, asked again
     assert len(held) == 1 and len(held._due) <= 2 * len(held) + 65
@@ -218,7 +221,7 @@ def decision_for(call_id: str) -> Decision:
 
 def test_held_arguments_are_their_encoding_and_the_budget_is_exact() -> None:
     budget = 1 << 20  # small sizes keep the test quick under tracemalloc
-    held = PendingCalls(max_bytes=budget, per_credential_bytes=budget)
+    held = HeldCalls(max_bytes=budget, per_credential_bytes=budget)
     encoded = many_empty_objects(64 << 10)
     count = (len(encoded) - 1) // 3
     gc.collect()
@@ -262,7 +265,7 @@ def test_the_pending_list_says_when_a_call_stops_being_approvable() -> None:
 
 
 def test_one_owner_over_its_quota_drops_only_its_own_calls() -> None:
-    held = PendingCalls(per_credential=10)
+    held = HeldCalls(per_credential=10)
     for i in range(5):
         held.add(item(f"victim-{i}", "p", expires_at=100), now=0, owner="victim")
     for i in range(50):
@@ -275,7 +278,7 @@ def test_one_owner_over_its_quota_drops_only_its_own_calls() -> None:
 
 
 def test_one_owner_over_its_byte_quota_drops_only_its_own_calls() -> None:
-    held = PendingCalls(per_credential_bytes=100)
+    held = HeldCalls(per_credential_bytes=100)
     held.add(item("victim", "p", expires_at=100, size=90), now=0, owner="victim")
     for i in range(20):
         held.add(item(f"attacker-{i}", "p", expires_at=100, size=30), now=0, owner="attacker")
@@ -285,13 +288,13 @@ def test_one_owner_over_its_byte_quota_drops_only_its_own_calls() -> None:
 
 
 def test_the_bounds_in_all_drop_the_oldest_of_the_owner_holding_the_most() -> None:
-    held = PendingCalls(in_all=20)
+    held = HeldCalls(in_all=20)
     for i in range(5):
         held.add(item(f"victim-{i}", "p", expires_at=100), now=0, owner="victim")
     for i in range(50):
         held.add(item(f"attacker-{i}", "p", expires_at=100), now=0, owner="attacker")
     assert held.held_by("victim") == (5, 50) and held.held_by("attacker") == (15, 150)
-    by_bytes = PendingCalls(max_bytes=200)
+    by_bytes = HeldCalls(max_bytes=200)
     by_bytes.add(item("victim", "p", expires_at=100, size=60), now=0, owner="victim")
     for i in range(10):
         by_bytes.add(item(f"attacker-{i}", "p", expires_at=100, size=30), now=0, owner="b")
@@ -331,11 +334,11 @@ def test_a_full_owned_map_drops_its_owner_s_oldest_without_a_scan() -> None:
 
 
 def test_held_bytes_that_do_not_decode_are_dropped_not_listed() -> None:
-    held = PendingCalls()
+    held = HeldCalls()
     good = waiting("ctx", Call(tool="t", call_id="ok", arguments=[1]), decision_for("ok"), 0, 99)
     assert good is not None
     held.add(good, now=0)
     held.add(replace(good, call_id="bad", arguments=b'{"a":1,"a":2}'), now=0)
-    listed = events.pending_list(held, 0, lambda _ref: {})  # no exception
-    assert [p["callId"] for p in listed] == ["ok"]
+    listed = events.pending_page(held, 0, lambda _ref: {}, Page())  # no exception
+    assert [loads(p)["callId"] for p in listed.items] == ["ok"]
     assert held.get("ctx", "bad") is None and len(held) == 1

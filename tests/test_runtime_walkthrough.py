@@ -1,4 +1,4 @@
-"""docs/runtime.md's "Walkthrough with curl" stays true: its ``sh`` blocks run in order in one
+"""docs/runtime-walkthrough.md's "Walkthrough with curl" stays true: its ``sh`` blocks run in order in one
 bash, in a temporary directory (the executor and ``seif serve`` started in the background as the
 page says, on free ports), and each answer is the JSON the page shows under its command.
 
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "runtime.md"
+DOC = ROOT / "docs" / "runtime-walkthrough.md"
 SECTION = "\n## Walkthrough with curl\n"
 MARK = "@@walkthrough step@@"
 INSTANTS = frozenset({"at", "resolvedAt", "expiresAt", "requestedAt", "contextExpiresAt"})

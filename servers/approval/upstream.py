@@ -22,7 +22,7 @@ from servers.wire.errors import ErrorCode, Refused
 TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 16 << 20
 """The largest runtime answer read: a page of the pending list is at most 4 MiB, or one call
-(its arguments at most 1 MiB: ``servers.runtime.pending.MAX_ONE_BYTES``) and its fields."""
+(its arguments at most 1 MiB: ``servers.runtime.held.MAX_ONE_BYTES``) and its fields."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,10 @@ from servers.http import bodies
 from servers.http.bodies import json_response
 from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
+from servers.runtime.held import HeldCalls
 from servers.runtime.metrics import Metrics
-from servers.runtime.pending import PendingCalls
 from servers.runtime.service import Runtime
 from servers.runtime.shadow import ShadowWorker
-from servers.runtime.shared_pending import SharedPendingCalls
 from servers.runtime.startup import Prepared
 from servers.wire import answers, openapi, paging
 from servers.wire.capabilities import capabilities as capabilities_of
@@ -225,23 +224,22 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
     backend = prepared.backend  # opened, checked and reconciled by `prepare`
     executors = open_executors(prepared.bindings)
-    held = getattr(backend, "held", None)  # a replica's table of every replica's held calls
     app[RUNTIME] = runtime = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,
         backend=backend,
         executors=executors,
         clock=prepared.clock,
-        pending=(
-            SharedPendingCalls(held, prepared.clock, prepared.build.project.approval_tools)
-            if held is not None
-            else PendingCalls()
+        held=HeldCalls(
+            store=backend.held,
+            clock=prepared.clock,
+            approval_tools=prepared.build.project.approval_tools,
         ),
         require_turn=prepared.require_turn,
         metrics=app[METRICS],
         shadow=_shadow_of(prepared, app[METRICS]),
     )
-    app[METRICS].watch(lambda: len(runtime.pending), prepared.clock)
+    app[METRICS].watch(lambda: len(runtime.held), prepared.clock)
     backend.store.observe_commits(app[METRICS].commit_seconds.observe)
     backend.log.observe_fsyncs(app[METRICS].fsync_seconds.observe)
     await runtime.start()

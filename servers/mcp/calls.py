@@ -108,7 +108,7 @@ async def _waited(runtime: Runtime, request: CallRequest, denied: Receipt, wait:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait.seconds
     while wait.alive():
-        woken = runtime.pending.waiter(key)  # before the status: no decision falls between
+        woken = runtime.held.waiter(key)  # before the status: no decision falls between
         try:
             ended = await _decided(runtime, request, denied)
             if ended is not None:
@@ -118,10 +118,10 @@ async def _waited(runtime: Runtime, request: CallRequest, denied: Receipt, wait:
                 return denied  # APPROVAL_REQUIRED: still held, approvable later
             await wait.progress(wait.seconds - left, wait.seconds, "waiting for a human to approve")
             with contextlib.suppress(TimeoutError):  # woken, or time to say progress
-                every = min(PROGRESS_EVERY_S, runtime.pending.poll_s or PROGRESS_EVERY_S)
+                every = min(PROGRESS_EVERY_S, runtime.held.poll_s or PROGRESS_EVERY_S)
                 await asyncio.wait_for(woken.wait(), timeout=min(left, every))
         finally:
-            runtime.pending.unwait(key, woken)
+            runtime.held.unwait(key, woken)
     return denied  # nobody waits for the answer any more: nothing more is done
 
 
@@ -140,7 +140,7 @@ async def _decided(runtime: Runtime, request: CallRequest, denied: Receipt) -> R
         if ran is not None:
             return ran
         again = await runtime.dispatcher.execute(request.execute(), request.credential)
-        held = runtime.pending.get(*key) is not None
+        held = runtime.held.get(*key) is not None
         if again.get("reason") not in WAITED_FOR or not held:
             return again  # what the engine says now (a call limit used up, say)
     return None

@@ -1,5 +1,5 @@
 """Approvals: approve, reject, the approval status an application reads, the calls held for
-approval (:class:`~servers.runtime.pending.PendingCalls`) and the ``APPROVAL_EXPIRED`` records
+approval (:class:`~servers.runtime.held.HeldCalls`) and the ``APPROVAL_EXPIRED`` records
 of what ran out unused. Every decision is still the engine's (an approval is recorded through
 ``ContextState.record_approval``).
 """
@@ -21,10 +21,10 @@ from policy.engine.state import Call
 from policy.json.canonical import EncodingError
 from servers.runtime import events
 from servers.runtime.contexts import Contexts
-from servers.runtime.pending import PendingCalls, waiting
+from servers.runtime.held import HeldCalls, waiting
 from servers.runtime.records import Recorder
-from servers.runtime.values import Exclusive, Pending
-from servers.store.rows import ApprovalRow, ContextRow, StoreError
+from servers.runtime.values import Exclusive
+from servers.store.rows import ApprovalRow, ContextRow, HeldCall, StoreError
 from servers.support.tasks import Background
 from servers.wire.answers import Approval, ApprovalStatus, Rejection
 from servers.wire.errors import ErrorCode, Refused
@@ -47,7 +47,7 @@ class Approvals:
         *,
         contexts: Contexts,
         recorder: Recorder,
-        pending: PendingCalls,
+        held: HeldCalls,
         exclusive: Exclusive,
         background: Background,
     ) -> None:
@@ -55,7 +55,7 @@ class Approvals:
         self.store = contexts.store
         self._recorder = recorder
         self.clock = recorder.clock
-        self.pending = pending
+        self.held = held
         """The calls held for approval, with their arguments, bounded and swept on expiry."""
         self.exclusive = exclusive
         """One holder of a name at a time across replicas: one approve or reject of a call."""
@@ -157,10 +157,10 @@ class Approvals:
             expiresAt=approval.expires_at,
         )
         await self.store.save_approval_async(stored, record=approved)  # saved, then logged
-        self.pending.approved(row.context_ref, call_id, tool, fp)
+        self.held.approved(row.context_ref, call_id, tool, fp)
         self._watch_expiries()
-        self.pending.watch_approval(approval_id, (row.context_ref, call_id), approval.expires_at)
-        self.pending.keep_swept(self.clock)
+        self.held.watch_approval(approval_id, (row.context_ref, call_id), approval.expires_at)
+        self.held.keep_swept(self.clock)
         return {"approvalId": approval_id, "expiresAt": events.iso(approval.expires_at)}
 
     async def reject(self, request: DecisionRequest, approver: str) -> Rejection:
@@ -177,7 +177,7 @@ class Approvals:
                 raise Refused(ErrorCode.CALL_REJECTED)
             if self._decided(row, call_id, now):
                 raise Refused(ErrorCode.CALL_DECIDED)
-            self.pending.rejected(key)  # remembered first: from now on it is not approvable
+            self.held.rejected(key)  # remembered first: from now on it is not approvable
             await self._recorder.write(
                 "REJECTED",
                 row.context_ref,
@@ -192,14 +192,14 @@ class Approvals:
     async def _was_rejected(self, context_ref: str, call_id: str) -> bool:
         """Rejected, as this process remembers it or, after a restart or once forgotten, as
         the decision log (durable) recorded it."""
-        if self.pending.outcome((context_ref, call_id)) == "REJECTED":
+        if self.held.outcome((context_ref, call_id)) == "REJECTED":
             return True
 
         def rejected(records: list[dict[str, Any]]) -> bool:
             return any(r.get("event") == "REJECTED" and r.get("callId") == call_id for r in records)
 
         if await self._recorder.log.trace_async(context_ref, rejected):
-            self.pending.remember((context_ref, call_id), "REJECTED")
+            self.held.remember((context_ref, call_id), "REJECTED")
             return True
         return False
 
@@ -216,11 +216,11 @@ class Approvals:
         now = self.clock()
         await self._sweep(now)
         key = (context_ref, call_id)
-        if self.pending.outcome(key) == "REJECTED":
+        if self.held.outcome(key) == "REJECTED":
             return {"state": "REJECTED"}
         if self.store.intent(context_ref, call_id) is not None:
             return {"state": "NONE"}  # it has run: nothing is waiting
-        held = self.pending.get(context_ref, call_id)
+        held = self.held.get(context_ref, call_id)
         approvals = [a for a in self.store.approvals(context_ref) if a.call_id == call_id]
         live = [
             a
@@ -237,7 +237,7 @@ class Approvals:
             return {"state": "PENDING", "expiresAt": events.iso(held.expires_at)}
         if await self._was_rejected(context_ref, call_id):
             return {"state": "REJECTED"}
-        if self.pending.outcome(key) == "EXPIRED" or approvals:
+        if self.held.outcome(key) == "EXPIRED" or approvals:
             return {"state": "EXPIRED"}
         return {"state": "NONE"}
 
@@ -246,18 +246,18 @@ class Approvals:
         logs, so a status read after an expiry finds it logged."""
         self._watch_expiries()
         before = set(self._background.tasks)
-        self.pending.sweep(now)
+        self.held.sweep(now)
         logging = [t for t in self._background.tasks if t not in before]
         if logging:
             await asyncio.gather(*[asyncio.shield(t) for t in logging], return_exceptions=True)
 
     def _watch_expiries(self) -> None:
         """Have the pending calls tell this runtime of expiries, to log them."""
-        if self.pending.on_expired is None:
-            self.pending.on_expired = self._expired_call
-            self.pending.on_approval_expired = self._expired_approval
+        if self.held.on_expired is None:
+            self.held.on_expired = self._expired_call
+            self.held.on_approval_expired = self._expired_approval
 
-    def _expired_call(self, item: Pending) -> None:
+    def _expired_call(self, item: HeldCall) -> None:
         self._log_soon(
             item.context_ref,
             tool=item.tool,
@@ -269,7 +269,7 @@ class Approvals:
     def _expired_approval(self, approval_id: str, key: tuple[str, str]) -> None:
         if self.store.intent(*key) is not None:
             return  # used (or the call ran otherwise): nothing expired unused
-        self.pending.remember(key, "EXPIRED")
+        self.held.remember(key, "EXPIRED")
         self._log_soon(key[0], callId=key[1], approvalId=approval_id, expired="APPROVAL")
 
     def _log_soon(self, context_ref: str, **fields: Any) -> None:
@@ -283,12 +283,12 @@ class Approvals:
         first (:mod:`servers.wire.paging`). A dispatched call is no longer held: the
         dispatch forgets it in the same step in which the intents view learns of it, so no
         later denial can hold it again."""
-        return events.pending_page(self.pending, self.clock(), self._contexts.coordinates, page)
+        return events.pending_page(self.held, self.clock(), self._contexts.coordinates, page)
 
     def pending_one(self, context_ref: str, call_id: str) -> Listed:
         """The page of one call, if it is still approvable now."""
         key = (context_ref, call_id)
-        return events.pending_one(self.pending, self.clock(), self._contexts.coordinates, key)
+        return events.pending_one(self.held, self.clock(), self._contexts.coordinates, key)
 
     def denied(self, row: ContextRow, call: Call, decision: Decision) -> None:
         """A call the engine denied in ``row``: held, with its arguments (encoded), while it is
@@ -300,27 +300,27 @@ class Approvals:
         item = waiting(row.context_ref, call, decision, now, row.expires_at)
         if item is not None:
             assert row.credential_id is not None  # execute reached it through `owned`
-            self.pending.add(item, now, row.credential_id)
-            self.pending.keep_swept(self.clock)
+            self.held.add(item, now, row.credential_id)
+            self.held.keep_swept(self.clock)
 
     def dispatched(self, context_ref: str, call: Call) -> None:
         """A dispatched call's arguments are no longer held, nor, once its tool is used up in
         the context, any of that tool's. Best effort: a shared store that does not answer
         now leaves them to its tidying (never keeps the call from running)."""
         try:
-            self.pending.ran((context_ref, call.call_id), call.tool)
+            self.held.ran((context_ref, call.call_id), call.tool)
             self._forget_exhausted(context_ref, call.tool)
         except StoreError as exc:
             LOG.warning("held calls not forgotten after a dispatch: %s", type(exc).__name__)
 
     def _forget_exhausted(self, context_ref: str, tool_id: str) -> None:
         """A tool that used its ``maxCalls`` in a context can approve nothing more there."""
-        if tool_id not in self.ir.approval_tools or not self.pending.holds(context_ref):
+        if tool_id not in self.ir.approval_tools or not self.held.holds(context_ref):
             return  # the common case: nothing of it can be held
         used = sum(i.tool == tool_id for i in self._contexts.known_intents(context_ref))
         if used >= self.ir.tool_by_id[tool_id].max_calls:
-            self.pending.discard_tool(context_ref, tool_id)
+            self.held.discard_tool(context_ref, tool_id)
 
     async def drain(self) -> None:
         """Stop sweeping: nothing expires once the runtime stops."""
-        self.pending.stop_sweeping()
+        self.held.stop_sweeping()

@@ -19,8 +19,8 @@ from policy.json.strict import dump_bytes
 from policy.offline import recorded
 from servers.log.encoding import Fragment, fragment
 from servers.runtime import redact
-from servers.runtime.pending import PendingCalls, arguments_of
-from servers.runtime.values import Pending
+from servers.runtime.held import HeldCalls, arguments_of
+from servers.store.rows import HeldCall
 from servers.support.memo import remembered
 from servers.wire import paging
 from servers.wire.answers import (
@@ -188,7 +188,7 @@ def _shared_fragment(shared: tuple[str, ...]) -> Fragment:
     return fragment("coordinates", dict(zip(_COORDINATES[:-1], shared, strict=True)))
 
 
-def pending_call(item: Pending, coords: Mapping[str, Any]) -> PendingCall:
+def pending_call(item: HeldCall, coords: Mapping[str, Any]) -> PendingCall:
     """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it: its
     arguments decoded from the held bytes, and ``expiresAt``, when it stops being approvable
     (and leaves the list), besides its context's expiry (a ``JsonError`` for held bytes that
@@ -216,32 +216,23 @@ def _shown(coords: Mapping[str, Any]) -> Coordinates:
     }
 
 
-def pending_list(
-    held: PendingCalls, now: int, coordinates: Callable[[str], Mapping[str, Any]]
-) -> list[PendingCall]:
-    """The ``pending`` of ``GET /v1/context/tools/pending``: the calls approvable at ``now``,
-    oldest first. A call whose held bytes do not decode (never made so: they are this
-    process's own strict JSON) is dropped, not listed: fail closed, never a 500."""
-    listed = (_listed(held, item, coordinates) for item in held.listed(now))
-    return [entry for entry in listed if entry is not None]
-
-
 def pending_page(
-    held: PendingCalls,
+    held: HeldCalls,
     now: int,
     coordinates: Callable[[str], Mapping[str, Any]],
     page: paging.Page,
 ) -> paging.Listed:
     """One page of ``GET /v1/context/tools/pending`` (:mod:`servers.wire.paging`): the
     calls approvable at ``now`` after ``page.after``, oldest first, each encoded; a call whose
-    held bytes do not decode is dropped and left out, as in :func:`pending_list`."""
+    held bytes do not decode (never made so: they are this process's own strict JSON) is
+    dropped and left out: fail closed, never a 500."""
     found, more = held.page(now, page.after, page.limit, paging.ITEMS_BYTES)
     entries = ((_encoded(held, item, coordinates), cursor) for item, cursor in found)
     return paging.cut(entries, page.limit, more)
 
 
 def pending_one(
-    held: PendingCalls,
+    held: HeldCalls,
     now: int,
     coordinates: Callable[[str], Mapping[str, Any]],
     key: tuple[str, str],
@@ -253,14 +244,14 @@ def pending_one(
 
 
 def _encoded(
-    held: PendingCalls, item: Pending | None, coordinates: Callable[[str], Mapping[str, Any]]
+    held: HeldCalls, item: HeldCall | None, coordinates: Callable[[str], Mapping[str, Any]]
 ) -> bytes | None:
     entry = _listed(held, item, coordinates)
     return None if entry is None else dump_bytes(entry)
 
 
 def _listed(
-    held: PendingCalls, item: Pending | None, coordinates: Callable[[str], Mapping[str, Any]]
+    held: HeldCalls, item: HeldCall | None, coordinates: Callable[[str], Mapping[str, Any]]
 ) -> PendingCall | None:
     """The entry of ``item``; None for none, or for one whose held bytes do not decode (then
     dropped: never made so, they are this process's own strict JSON)."""

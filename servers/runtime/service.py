@@ -11,7 +11,7 @@ The parts, each in a module of its own, with what it needs passed in:
 - :class:`~servers.runtime.dispatch.Dispatcher`: a call from the engine's decision to its
   receipt (claimed once through the store, run by its executor, its outcome recorded);
 - :class:`~servers.runtime.approvals.Approvals`: approve, reject, approval status, and the
-  calls held for approval (:class:`~servers.runtime.pending.PendingCalls`);
+  calls held for approval (:class:`~servers.runtime.held.HeldCalls`);
 - :class:`~servers.runtime.turns.Turns`; :class:`~servers.runtime.shadowing.Shadowing` (a
   candidate build compared on live traffic); :class:`~servers.runtime.records.Recorder` (the
   decision log's records).
@@ -28,9 +28,9 @@ from servers.executor.interface import Executors
 from servers.runtime.approvals import Approvals
 from servers.runtime.contexts import Contexts, Opened
 from servers.runtime.dispatch import Dispatcher
+from servers.runtime.held import HeldCalls
 from servers.runtime.metrics import Metrics
 from servers.runtime.peers import PeerWaits
-from servers.runtime.pending import PendingCalls
 from servers.runtime.records import Recorder
 from servers.runtime.shadow import ShadowWorker
 from servers.runtime.shadowing import Shadowing
@@ -53,7 +53,7 @@ class Runtime:
         backend: Backend,
         executors: Executors,
         clock: Clock,
-        pending: PendingCalls,
+        held: HeldCalls,
         require_turn: bool = False,
         metrics: Metrics | None = None,
         shadow: ShadowWorker | None = None,
@@ -74,7 +74,7 @@ class Runtime:
         self.approvals = Approvals(
             contexts=self.contexts,
             recorder=self.recorder,
-            pending=pending,
+            held=held,
             exclusive=backend.exclusive,
             background=self.background,
         )
@@ -98,9 +98,9 @@ class Runtime:
         return self.build.project
 
     @property
-    def pending(self) -> PendingCalls:
+    def held(self) -> HeldCalls:
         """The calls held for approval."""
-        return self.approvals.pending
+        return self.approvals.held
 
     async def start(self) -> None:
         """Begin serving: the shadow's comparisons, and the records of the intents a crash

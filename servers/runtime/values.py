@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import Any
 
 from servers.store.interface import DispatchStore
 from servers.store.rows import ApprovalRow, IntentRow
@@ -31,27 +30,6 @@ class Seen:
     intents: list[IntentRow]
     approvals: list[ApprovalRow]
     now: int
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A call that asked for approval, held in memory only (arguments included) until
-    ``expires_at`` at the latest (:class:`servers.runtime.pending.PendingCalls`)."""
-
-    context_ref: str
-    tool: str
-    call_id: str
-    arguments: Any
-    reason: str
-    requested_at: int
-    fingerprint: str
-    """The keyed fingerprint of ``arguments``: an approval of exactly these ends the wait."""
-    expires_at: int
-    """When the call stops being approvable: the approval window after ``requested_at``, or
-    the context's expiry if sooner."""
-    context_expires_at: int = 0
-    size: int = 0
-    """The JSON length of ``arguments`` in bytes, counted against the memory budget."""
 
 
 class IntentsView:

@@ -25,7 +25,15 @@ from typing import Any, Protocol, TypeVar
 
 from servers.log.chain import LogHead
 from servers.log.encoding import Admitted
-from servers.store.rows import ApprovalRow, Claim, ContextRow, IntentRow, Reconciled, TurnRow
+from servers.store.rows import (
+    ApprovalRow,
+    Claim,
+    ContextRow,
+    HeldCall,
+    IntentRow,
+    Reconciled,
+    TurnRow,
+)
 from servers.wire.answers import StoreState
 
 T = TypeVar("T")
@@ -124,6 +132,81 @@ class TurnStore(Protocol):
         for no such turn."""
 
 
+HeldPage = tuple[list[tuple[HeldCall | None, str]], bool]
+"""A page of held calls: each call (None for one that could not be read, never listed) with the
+cursor just after it, and whether more calls follow."""
+
+
+class HeldStore(Protocol):
+    """Where the calls a runtime holds for approval are shared (``servers.runtime.held`` keeps
+    its own in memory, bounded, and writes each through here). One runtime shares them with no
+    one (:class:`servers.store.memory.LocalHeld`: every method is a no-op, and its own calls
+    are all there are); replicas keep them in their database (``held_calls``, arguments
+    sealed), where every replica lists, approves and rejects any of them."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether the store lists every process's held calls (then :meth:`page` and
+        :meth:`get` are the truth), or this process holds all there are."""
+        ...
+
+    @property
+    def poll_s(self) -> float | None:
+        """How often a wait reads the approval status again unwoken: None when every decision
+        is made in this process (and wakes it)."""
+        ...
+
+    def put(self, item: HeldCall) -> bool:
+        """Hold ``item`` (replacing an earlier request of its call); False for a call rejected
+        (by any process), which is never held again."""
+        ...
+
+    def drop(self, context_ref: str, call_id: str) -> None:
+        """Forget the call, whichever process holds it (it ran)."""
+
+    def drop_own(self, item: HeldCall) -> None:
+        """Forget this process's hold ``item``, if it is still the one stored (not a newer
+        request of the call, held by another process)."""
+
+    def expire_own(self, item: HeldCall, now: int) -> bool:
+        """This process's hold ran out: forgotten, ``EXPIRED`` noted; False when that hold was
+        no longer stored (approved, run, rejected or asked again elsewhere)."""
+        ...
+
+    def drop_matching(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
+        """Forget the call only if it is held with exactly this tool and fingerprint."""
+
+    def drop_tool(self, context_ref: str, tool: str) -> None:
+        """Forget a context's calls of ``tool`` (it can run no more there)."""
+
+    def reject(self, context_ref: str, call_id: str, now: int) -> None:
+        """The call is rejected: forgotten by every process, and never held again."""
+
+    def note(self, context_ref: str, call_id: str, outcome: str, now: int) -> None:
+        """How the call's wait ended (``EXPIRED``: its approval ran out unused)."""
+
+    def outcome(self, context_ref: str, call_id: str) -> str | None:
+        """``REJECTED``, ``EXPIRED`` or None, as every process sees it."""
+        ...
+
+    def get(self, context_ref: str, call_id: str, now: int) -> HeldCall | None:
+        """The call if another process holds it, unexpired at ``now``, and it has not run."""
+        ...
+
+    def holds(self, context_ref: str, now: int) -> bool:
+        """Whether any process holds a call of the context."""
+        ...
+
+    def page(self, now: int, after: str | None, limit: int, max_bytes: int) -> HeldPage:
+        """The calls approvable at ``now`` after the cursor ``after``, oldest first: ``limit``
+        at most, the last the one that brings their arguments to ``max_bytes``
+        (:class:`~servers.wire.paging.CursorInvalid` for an ``after`` that is no cursor)."""
+        ...
+
+    def tidy(self, now: int) -> None:
+        """End what the store keeps of holders that are gone, and forget old outcomes."""
+
+
 Clock = Callable[[], int]
 
 
@@ -143,6 +226,9 @@ class Backend(Protocol):
 
     @property
     def turns(self) -> TurnStore: ...
+
+    @property
+    def held(self) -> HeldStore: ...
 
     @property
     def fingerprint_key(self) -> bytes:

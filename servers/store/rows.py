@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from policy.json.value import EMPTY_MAP, freeze
@@ -130,6 +130,35 @@ class TurnRow:
     credential_id: str
     expires_at: int
     outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldCall:
+    """A call denied for want of an approval, held (its arguments included, as their compact
+    JSON bytes) while it is approvable, so that an approver sees exactly what will run: in the
+    memory of the runtime that holds it (``servers.runtime.held``) and, for replicas, sealed in
+    the shared store (``servers.store.postgres.held``)."""
+
+    context_ref: str
+    tool: str
+    call_id: str
+    arguments: Any = field(repr=False)  # never in a log line by accident
+    reason: str
+    requested_at: int
+    fingerprint: str
+    """The keyed fingerprint of ``arguments``: an approval of exactly these ends the wait."""
+    expires_at: int
+    """When the call stops being approvable: the approval window after ``requested_at``, or
+    the context's expiry if sooner."""
+    context_expires_at: int = 0
+    size: int = 0
+    """The JSON length of ``arguments`` in bytes, counted against the memory budget."""
+    owner: str = ""
+    """The credential that resolved its context: the call counts against its share."""
+
+    def identity(self) -> tuple[str, ...]:
+        """What sealed arguments are bound to."""
+        return (self.context_ref, self.call_id, self.tool, self.fingerprint)
 
 
 @dataclass(frozen=True, slots=True)

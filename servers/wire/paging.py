@@ -7,7 +7,7 @@ page of its own).
 A cursor names the place just after a call, never an offset: following ``next`` until it is
 null visits every call held all along once, whatever is added or removed between two pages
 (what is added is listed after what was there). What a cursor holds depends on where the calls
-are kept (``servers.runtime.pending``, ``servers.runtime.shared_pending``); to a client it is
+are kept (``servers.runtime.held``, ``servers.runtime.held``); to a client it is
 opaque. These are the pure parts: what a page asks for, how many encoded calls an answer holds,
 its body, and the query that asks for one.
 """

@@ -1,8 +1,9 @@
 """The calls held for approval on a shared PostgreSQL store, and how their waits ended.
 
-Every replica holds the calls it denied for approval in memory (``servers.runtime.pending``,
-with its bounds, waiters and sweep) and writes each through to ``held_calls`` here, so that an
-approver reaching any replica lists, approves and rejects any of them. A held call's arguments
+Every replica holds the calls it denied for approval in memory (``servers.runtime.held``,
+with its bounds, waiters and sweep) and writes each through to ``held_calls`` here (a
+:class:`~servers.store.interface.HeldStore`), so that an approver reaching any replica lists,
+approves and rejects any of them. A held call's arguments
 are stored only sealed (``servers.store.postgres.sealing``: AES-256-GCM, the key derived from the
 trace key) and only while the call is approvable: a row is deleted when its call is approved with
 its arguments, dispatched, rejected or expired, or its tool exhausted. ``held_outcomes`` keeps
@@ -15,12 +16,18 @@ the dispatch path of a call that needs no approval.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from typing import Any
 
+from policy.json.strict import dump_bytes, loads
+from servers.store.interface import HeldPage
 from servers.store.postgres.sealing import Sealer, SealError
 from servers.store.postgres.store import PgStore
+from servers.store.rows import HeldCall
+from servers.wire.paging import CursorInvalid
 
 OUTCOMES_KEPT_MS = 60 * 60 * 1000
 """How long an ended wait is remembered (a context lives 15 minutes: it is long dead by then)."""
@@ -80,11 +87,6 @@ _LIVE = (
 )
 ONE = _LIVE + " AND h.context_ref = %s AND h.call_id = %s"
 OF_CONTEXT = f"SELECT EXISTS ({_LIVE} AND h.context_ref = %s)"
-LIVE = (
-    f"SELECT {_COLUMNS} FROM (SELECT *, sum(size) OVER (ORDER BY requested_at, context_ref,"
-    f" call_id) AS held_bytes FROM ({_LIVE}) h) t WHERE held_bytes <= %s"
-    " ORDER BY requested_at, context_ref, call_id LIMIT %s"
-)
 PAGE = (
     f"SELECT {_COLUMNS}, total FROM (SELECT *, sum(size) OVER w - size AS before,"
     " row_number() OVER w AS n, count(*) OVER () AS total"
@@ -107,29 +109,12 @@ FORGET_OUTCOMES = "DELETE FROM held_outcomes WHERE decided_at < %s"
 FORGET_TURNS = "DELETE FROM turns WHERE expires_at < %s"
 
 
-@dataclass(frozen=True, slots=True)
-class HeldRow:
-    """A held call as stored, its arguments opened (their compact JSON bytes)."""
-
-    context_ref: str
-    call_id: str
-    tool: str
-    owner: str
-    fingerprint: str
-    reason: str
-    requested_at: int
-    expires_at: int
-    context_expires_at: int
-    size: int
-    arguments: bytes = field(repr=False)
-
-    def identity(self) -> tuple[str, ...]:
-        """What the sealed arguments are bound to."""
-        return (self.context_ref, self.call_id, self.tool, self.fingerprint)
-
-
 class HeldTable:
     """``held_calls`` and ``held_outcomes`` of one store, sealed with one key."""
+
+    shared = True
+    poll_s: float | None = 1.0
+    """A decision made on another replica wakes no wait here: a wait reads the status again."""
 
     def __init__(self, store: PgStore, sealer: Sealer) -> None:
         self._store = store
@@ -138,32 +123,43 @@ class HeldTable:
         """Rows found that did not open (tampered with, or sealed with another trace key):
         never listed, never approvable from here."""
 
-    def put(self, row: HeldRow) -> bool:
-        """Hold ``row`` (replacing an earlier request of its call); False for a call rejected
+    def put(self, item: HeldCall) -> bool:
+        """Hold ``item`` (replacing an earlier request of its call); False for a call rejected
         (by any replica), which is never held again."""
-        params = {f.name: getattr(row, f.name) for f in fields(row) if f.name != "arguments"}
-        params["sealed"] = self._sealer.seal(row.arguments, row.identity())
-        params["replica_id"] = self._store.replica_id
+        params: dict[str, Any] = {
+            "context_ref": item.context_ref,
+            "call_id": item.call_id,
+            "tool": item.tool,
+            "owner": item.owner,
+            "fingerprint": item.fingerprint,
+            "reason": item.reason,
+            "requested_at": item.requested_at,
+            "expires_at": item.expires_at,
+            "context_expires_at": item.context_expires_at,
+            "size": item.size,
+            "sealed": self._sealer.seal(item.arguments, item.identity()),
+            "replica_id": self._store.replica_id,
+        }
         return self._store.execute(PUT, params) > 0
 
     def drop(self, context_ref: str, call_id: str) -> None:
         """Forget the call, whichever replica holds it (it ran)."""
         self._store.execute(DROP, (context_ref, call_id))
 
-    def drop_own(self, context_ref: str, call_id: str, requested_at: int) -> None:
+    def drop_own(self, item: HeldCall) -> None:
         """Forget this replica's hold of the call, if it is still this one (not a newer
         request of it, held by another replica)."""
-        self._store.execute(DROP_OWN, self._own(context_ref, call_id, requested_at))
+        self._store.execute(DROP_OWN, self._own(item))
 
-    def expire_own(self, context_ref: str, call_id: str, requested_at: int, now: int) -> bool:
+    def expire_own(self, item: HeldCall, now: int) -> bool:
         """This replica's hold of the call ran out: forgotten, ``EXPIRED`` noted; False when
         that hold was no longer stored (approved, run, rejected or asked again elsewhere)."""
-        params = {**self._own(context_ref, call_id, requested_at), "now": now}
-        return bool(self._store.select(EXPIRE_OWN, params)[0][0])
+        return bool(self._store.select(EXPIRE_OWN, {**self._own(item), "now": now})[0][0])
 
-    def _own(self, context_ref: str, call_id: str, requested_at: int) -> dict[str, Any]:
-        return {"context_ref": context_ref, "call_id": call_id,
-                "replica_id": self._store.replica_id, "requested_at": requested_at}  # fmt: skip
+    def _own(self, item: HeldCall) -> dict[str, Any]:
+        return {"context_ref": item.context_ref, "call_id": item.call_id,
+                "replica_id": self._store.replica_id,
+                "requested_at": item.requested_at}  # fmt: skip
 
     def drop_matching(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         """Forget the call only if it is held with exactly this tool and fingerprint."""
@@ -187,33 +183,29 @@ class HeldTable:
         found = self._store.select(OUTCOME, (context_ref, call_id))
         return str(found[0][0]) if found else None
 
-    def get(self, context_ref: str, call_id: str, now: int) -> HeldRow | None:
+    def get(self, context_ref: str, call_id: str, now: int) -> HeldCall | None:
         """The call if it is held, unexpired at ``now`` and has not run."""
         return next(self._opened(self._store.select(ONE, (now, context_ref, call_id))), None)
 
     def holds(self, context_ref: str, now: int) -> bool:
         return bool(self._store.select(OF_CONTEXT, (now, context_ref))[0][0])
 
-    def live(self, now: int, limit: int, max_bytes: int) -> list[HeldRow]:
-        """The calls approvable at ``now``, oldest first: ``limit`` at most, and no more than
-        ``max_bytes`` of arguments (every replica's holds together)."""
-        return list(self._opened(self._store.select(LIVE, (now, max_bytes, limit))))
-
-    def page(
-        self, now: int, after: Place | None, limit: int, max_bytes: int
-    ) -> tuple[list[tuple[HeldRow | None, Place]], bool]:
-        """The calls approvable at ``now`` after the place ``after`` (from the first without),
+    def page(self, now: int, after: str | None, limit: int, max_bytes: int) -> HeldPage:
+        """The calls approvable at ``now`` after the cursor ``after`` (from the first without),
         oldest first: ``limit`` at most, the last the one that brings their arguments to
-        ``max_bytes``; each with its place (None for a row that does not open: never listed),
-        and whether more calls follow."""
-        found = self._store.select(PAGE, (now, *(after or FIRST), max_bytes, limit))
-        out = [(self._open(row), (row[6], row[0], row[1])) for row in found]
+        ``max_bytes``; each with the cursor of its place (None for a row that does not open:
+        never listed), and whether more calls follow. Every replica's order is the same
+        ``(requested_at, context_ref, call_id)``, so a list paged through any replicas visits
+        each call once."""
+        place = _place(after) if after is not None else FIRST
+        found = self._store.select(PAGE, (now, *place, max_bytes, limit))
+        out = [(self._open(row), _cursor((row[6], row[0], row[1]))) for row in found]
         return out, bool(found) and found[0][11] > len(found)
 
     def tidy(self, now: int) -> None:
         """End the calls left expired past :data:`EXPIRY_GRACE_MS` (their holder is gone),
         forget those that ran or were rejected meanwhile (a request of a call racing its
-        rejection or its dispatch on another replica: never listed, see :data:`LIVE`), and
+        rejection or its dispatch on another replica: never listed, see :data:`_LIVE`), and
         old outcomes and turns."""
         self._store.maintain(
             (EXPIRE, {"before": now - EXPIRY_GRACE_MS, "now": now}),
@@ -222,17 +214,17 @@ class HeldTable:
             (FORGET_TURNS, (now - TURNS_KEPT_MS,)),
         )
 
-    def _opened(self, rows: list[tuple[Any, ...]]) -> Iterator[HeldRow]:
+    def _opened(self, rows: list[tuple[Any, ...]]) -> Iterator[HeldCall]:
         for found in rows:
             row = self._open(found)
             if row is not None:
                 yield row
 
-    def _open(self, found: tuple[Any, ...]) -> HeldRow | None:
+    def _open(self, found: tuple[Any, ...]) -> HeldCall | None:
         ref, call_id, tool, owner, fp, reason, requested, expires, context_expires = found[:9]
-        row = HeldRow(
-            ref, call_id, tool, owner, fp, reason, requested, expires, context_expires,
-            size=found[9], arguments=b"",
+        row = HeldCall(
+            ref, tool, call_id, b"", reason, requested, fp, expires, context_expires,
+            size=found[9], owner=owner,
         )  # fmt: skip
         try:
             plain = self._sealer.open(bytes(found[10]), row.identity())
@@ -240,3 +232,21 @@ class HeldTable:
             self.unreadable += 1
             return None
         return replace(row, arguments=plain)
+
+
+def _cursor(place: Place) -> str:
+    """A place as a cursor: base64url of its JSON (opaque to a client)."""
+    return base64.urlsafe_b64encode(dump_bytes(list(place))).rstrip(b"=").decode()
+
+
+def _place(cursor: str) -> Place:
+    """The place a cursor of :func:`_cursor` names (:class:`CursorInvalid` if it names none
+    PostgreSQL can compare: a number beyond its ``bigint``, a text holding NUL)."""
+    try:
+        value = loads(base64.b64decode(cursor + "=" * (-len(cursor) % 4), b"-_", validate=True))
+    except (ValueError, binascii.Error):
+        raise CursorInvalid(cursor) from None
+    match value:
+        case [int(at), str(ref), str(call)] if abs(at) < 1 << 63 and "\x00" not in ref + call:
+            return at, ref, call
+    raise CursorInvalid(cursor)

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from servers.log.decision_log import DecisionLog
-from servers.store.interface import Clock, TurnStore
-from servers.store.memory import MemoryTurns
+from servers.store.interface import Clock, HeldStore, TurnStore
+from servers.store.memory import LocalHeld, MemoryTurns
 from servers.store.rows import Reconciled
 from servers.store.sqlite.datadir import DataDir
 from servers.store.sqlite.opening import OpenedData, open_data
@@ -29,6 +29,7 @@ class LocalBackend:
     reconciled: Reconciled = field(default_factory=Reconciled)
     """What the start-up reconciliation put back into the store from the log."""
     turns: TurnStore = field(default_factory=MemoryTurns)
+    held: HeldStore = field(default_factory=LocalHeld)
     shared: bool = False
 
     @classmethod

@@ -1,4 +1,13 @@
-"""Calls waiting for a human approval, with their raw arguments, in memory only and bounded.
+"""The calls held for a human approval, with their raw arguments, bounded: one home for a held
+call (:class:`~servers.store.rows.HeldCall`).
+
+The runtime that holds a call keeps it in memory (the bounds below, the waiters, the sweep and
+its ``APPROVAL_EXPIRED`` records) and writes it through to its backend's
+:class:`~servers.store.interface.HeldStore`: one runtime's keeps nothing more
+(:class:`~servers.store.memory.LocalHeld`); replicas share theirs (``held_calls`` in PostgreSQL,
+arguments sealed), so the pending list, a call's held state and how its wait ended are every
+replica's, and a wait reads the status again every :attr:`HeldStore.poll_s` seconds, since a
+decision made on another replica does not wake it.
 
 A call denied for approval (``APPROVAL_REQUIRED``, ``APPROVAL_INVALID``, ``APPROVAL_EXPIRED``)
 is held so that ``GET /v1/context/tools/pending`` can show the approver its exact arguments.
@@ -15,15 +24,15 @@ none is owned by no credential, so no call of it can be made, nor held):
 - :data:`IN_ALL` calls and :data:`MAX_BYTES` of arguments in all, a last resort when many
   owners are busy: the oldest call of the owner holding the most (calls, or bytes) is dropped;
 - a call whose arguments alone exceed :data:`MAX_ONE_BYTES` is not held at all;
-- until its :attr:`~servers.runtime.values.Pending.expires_at`: expired calls are dropped on
+- until its :attr:`~servers.store.rows.HeldCall.expires_at`: expired calls are dropped on
   every insertion, on every listing and by the runtime's periodic sweep, whichever comes first.
 
 A call also leaves when it is approved with exactly its arguments, or dispatched, or when its
 tool has used its ``maxCalls`` in the context (nothing more of it can run there), or when it
 is rejected: a rejected call is remembered (:data:`OUTCOMES` at most, with the calls whose
 wait ran out, for the approval status) and never held again. An expiry is told to
-:attr:`PendingCalls.on_expired` (the runtime logs ``APPROVAL_EXPIRED``), and so is the expiry
-of an approval watched with :meth:`PendingCalls.watch_approval`. Dropping a
+:attr:`HeldCalls.on_expired` (the runtime logs ``APPROVAL_EXPIRED``), and so is the expiry
+of an approval watched with :meth:`HeldCalls.watch_approval`. Dropping a
 call forgets its arguments; it refuses nothing (an approval is by exact arguments, which the
 runner holds): the call is simply no longer listed, and asking again lists it again.
 """
@@ -37,13 +46,15 @@ import itertools
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policy.engine.decision import Decision
 from policy.engine.state import APPROVAL_TTL_MS, Call
 from policy.json.strict import dump_bytes, loads
 from policy.json.value import JsonValue
-from servers.runtime.values import Pending
+from servers.store.interface import HeldPage, HeldStore
+from servers.store.memory import LocalHeld
+from servers.store.rows import HeldCall
 from servers.wire.paging import CursorInvalid
 
 PER_CONTEXT = 32
@@ -60,9 +71,6 @@ SWEEP_EVERY_S = 1.0
 itself is judged by the runtime's injected clock)."""
 
 Key = tuple[str, str]
-Paged = tuple[list[tuple[Pending | None, str]], bool]
-"""A page of held calls (:meth:`PendingCalls.page`): each call (None for one that could not be
-read, never listed) with the cursor just after it, and whether more calls follow."""
 _Due = tuple[int, int, Key]
 """An expiry, the serial of the hold it belongs to, and the call: never the arguments, so a
 stale entry keeps nothing private alive."""
@@ -70,7 +78,7 @@ stale entry keeps nothing private alive."""
 
 def waiting(
     context_ref: str, call: Call, decision: Decision, now: int, context_expires_at: int
-) -> Pending | None:
+) -> HeldCall | None:
     """The call to hold for ``decision`` (an approval denial), its arguments encoded:
     approvable for the approval window, or until its context expires if sooner; None for
     arguments that are not JSON."""
@@ -78,7 +86,7 @@ def waiting(
         encoded = dump_bytes(call.arguments)
     except ValueError:  # never approvable (it has no fingerprint), so never held
         return None
-    return Pending(
+    return HeldCall(
         context_ref,
         call.tool,
         call.call_id,
@@ -92,7 +100,7 @@ def waiting(
     )
 
 
-def arguments_of(item: Pending) -> JsonValue:
+def arguments_of(item: HeldCall) -> JsonValue:
     """The held call's arguments, decoded (a :class:`~policy.json.strict.JsonError` for bytes
     that are not strict JSON, which :func:`waiting` never makes)."""
     return loads(item.arguments)
@@ -108,12 +116,12 @@ class _Account:
 
 @dataclass(frozen=True, slots=True)
 class _Held:
-    item: Pending
+    item: HeldCall
     owner: str
     serial: int
 
 
-class PendingCalls:
+class HeldCalls:
     """The held calls: oldest first in all, per context and per owner, and a heap of their
     expiries (entries of calls dropped otherwise are skipped when they come up, and the heap
     is rebuilt when such entries outnumber the live ones). Every bound drops from an oldest
@@ -126,10 +134,6 @@ class PendingCalls:
     (:attr:`_order`, those of dropped calls skipped, and removed when they outnumber the live
     ones) find where a page starts in O(log n)."""
 
-    poll_s: float | None = None
-    """How often a wait reads the approval status again unwoken: never here (every decision
-    is made in this process, and wakes it); ``servers.runtime.shared_pending`` sets one."""
-
     def __init__(
         self,
         per_context: int = PER_CONTEXT,
@@ -138,7 +142,17 @@ class PendingCalls:
         *,
         per_credential: int = PER_CREDENTIAL,
         per_credential_bytes: int = PER_CREDENTIAL_BYTES,
+        store: HeldStore | None = None,
+        clock: Callable[[], int] = lambda: 0,
+        approval_tools: frozenset[str] | None = None,
     ) -> None:
+        self._store: HeldStore = store if store is not None else LocalHeld()
+        """Where the holds are shared (written through; with others' read back)."""
+        self._clock = clock
+        """The time of what the store is asked (an expiry others' holds are judged by)."""
+        self._approval_tools = approval_tools
+        """The tools that may be held at all (None: any): a dispatch of another tells the
+        store nothing."""
         self.per_context = per_context
         self.in_all = in_all
         self.max_bytes = max_bytes
@@ -153,7 +167,7 @@ class PendingCalls:
         self.bytes = 0
         self._outcomes: OrderedDict[Key, str] = OrderedDict()
         self._approvals: list[tuple[int, str, Key]] = []
-        self.on_expired: Callable[[Pending], None] | None = None
+        self.on_expired: Callable[[HeldCall], None] | None = None
         """Told of every held call dropped because its time ran out (never of one dropped
         for a bound, approved, dispatched or exhausted)."""
         self.on_approval_expired: Callable[[str, Key], None] | None = None
@@ -163,35 +177,43 @@ class PendingCalls:
         self._order: list[int] = []
         self._at: dict[int, Key] = {}  # serial -> the call it holds, while held
 
+    @property
+    def poll_s(self) -> float | None:
+        """How often a wait reads the approval status again unwoken (:class:`HeldStore`)."""
+        return self._store.poll_s
+
     def __len__(self) -> int:
         return len(self._all)
 
     def holds(self, context_ref: str) -> bool:
-        """Whether any call of the context is held."""
-        return context_ref in self._by_context
+        """Whether any call of the context is held (here, or by another process)."""
+        return context_ref in self._by_context or self._store.holds(context_ref, self._clock())
 
-    def get(self, context_ref: str, call_id: str) -> Pending | None:
+    def get(self, context_ref: str, call_id: str) -> HeldCall | None:
+        """The held call (held here, else by another process)."""
         held = self._all.get((context_ref, call_id))
-        return held.item if held is not None else None
+        if held is not None:
+            return held.item
+        return self._store.get(context_ref, call_id, self._clock())
 
     def owner_of(self, context_ref: str, call_id: str) -> str | None:
-        held = self._all.get((context_ref, call_id))
-        return held.owner if held is not None else None
+        found = self.get(context_ref, call_id)
+        return found.owner if found is not None else None
 
     def held_by(self, owner: str) -> tuple[int, int]:
         """How many calls ``owner`` holds, and the bytes of their arguments."""
         account = self._by_owner.get(owner)
         return (len(account.calls), account.bytes) if account is not None else (0, 0)
 
-    def add(self, item: Pending, now: int, owner: str = "") -> None:
+    def add(self, item: HeldCall, now: int, owner: str = "") -> None:
         """Hold ``item`` for ``owner`` (replacing an earlier request of the same call), then
         enforce the bounds, dropping the oldest of the context, of the owner, then of the
         owner holding the most."""
         key = (item.context_ref, item.call_id)
+        if self.outcome(key) == "REJECTED":
+            return  # a rejected call (by any process) is never approvable again, so never held
         self.discard(key)
         self.sweep(now)
-        if self._outcomes.get(key) == "REJECTED":
-            return  # a rejected call is never approvable again, so never held
         most = min(self.max_bytes, self.per_credential_bytes, MAX_ONE_BYTES)
         if item.expires_at <= now or item.size > most or min(self.in_all, self.per_context) < 1:
             return
@@ -205,7 +227,7 @@ class PendingCalls:
             self.discard(next(iter(self._largest(lambda a: len(a.calls)).calls)))
         while self._all and self.bytes + item.size > self.max_bytes:
             self.discard(next(iter(self._largest(lambda a: a.bytes).calls)))
-        self._keep(key, item, owner)
+        self._keep(key, item if item.owner == owner else replace(item, owner=owner), owner)
 
     def waiter(self, key: Key) -> asyncio.Event:
         """An event set whenever the call's wait may have ended (it was approved, rejected,
@@ -226,8 +248,16 @@ class PendingCalls:
         for event in self._waiters.get(key, ()):
             event.set()
 
-    def discard(self, key: Key) -> Pending | None:
-        """Forget one call (and its arguments); the one forgotten, if any."""
+    def discard(self, key: Key) -> HeldCall | None:
+        """Forget one call (and its arguments), here and in the store (unless a newer request
+        of it, held by another process, replaced it there); the one forgotten, if any."""
+        item = self._forget(key)
+        if item is not None:
+            self._store.drop_own(item)
+        return item
+
+    def _forget(self, key: Key) -> HeldCall | None:
+        """Forget one call here; the one forgotten, if any."""
         self._wake(key)
         held = self._all.pop(key, None)
         if held is None:
@@ -250,8 +280,11 @@ class PendingCalls:
         return held.item
 
     def ran(self, key: Key, tool: str) -> None:
-        """The call was dispatched: it is no longer held (``tool`` is its tool)."""
+        """The call was dispatched: it is no longer held (``tool`` is its tool), by any
+        process."""
         self.discard(key)
+        if self._approval_tools is None or tool in self._approval_tools:
+            self._store.drop(*key)
 
     def approved(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         """An approval of exactly the held call ends its wait; one of other arguments does
@@ -259,13 +292,15 @@ class PendingCalls:
         item = self.get(context_ref, call_id)
         if item is not None and (item.tool, item.fingerprint) == (tool, fingerprint):
             self.discard((context_ref, call_id))
+        self._store.drop_matching(context_ref, call_id, tool, fingerprint)
 
     def discard_tool(self, context_ref: str, tool: str) -> None:
-        """Forget a context's calls of ``tool`` (it can run no more there)."""
+        """Forget a context's calls of ``tool`` (it can run no more there), by any process."""
         for call_id in list(self._by_context.get(context_ref, ())):
             item = self.get(context_ref, call_id)
             if item is not None and item.tool == tool:
                 self.discard((context_ref, call_id))
+        self._store.drop_tool(context_ref, tool)
 
     def sweep(self, now: int) -> int:
         """Drop every call expired at ``now`` (each remembered as ``EXPIRED`` and told to
@@ -285,11 +320,14 @@ class PendingCalls:
                 self.on_approval_expired(approval_id, key)
         return dropped
 
-    def _expire(self, key: Key, item: Pending) -> bool:
+    def _expire(self, key: Key, item: HeldCall) -> bool:
         """Forget a call whose time ran out, remembered as ``EXPIRED``; whether to tell
-        :attr:`on_expired` (always, here)."""
-        self.discard(key)
-        self.remember(key, "EXPIRED")
+        :attr:`on_expired`: only if this hold was still stored (not approved, run, rejected
+        or asked again through another process meanwhile)."""
+        self._forget(key)
+        if not self._store.expire_own(item, self._clock()):
+            return False
+        self._remember_here(key, "EXPIRED")
         return True
 
     def watch_approval(self, approval_id: str, key: Key, expires_at: int) -> None:
@@ -299,8 +337,18 @@ class PendingCalls:
             heapq.heappush(self._approvals, (expires_at, approval_id, key))
 
     def remember(self, key: Key, outcome: str) -> None:
-        """Remember how a call's wait ended (``REJECTED`` or ``EXPIRED``), at most
-        :data:`OUTCOMES` calls, the oldest forgotten first; a rejection is never replaced."""
+        """Remember how a call's wait ended (``REJECTED`` or ``EXPIRED``), here and in the
+        store (a rejection is every process's; an approval that ran out unused leaves a hold
+        of other arguments be)."""
+        self._remember_here(key, outcome)
+        if outcome == "REJECTED":
+            self._store.reject(*key, self._clock())
+        else:
+            self._store.note(*key, outcome, self._clock())
+
+    def _remember_here(self, key: Key, outcome: str) -> None:
+        """Remember it in memory: at most :data:`OUTCOMES` calls, the oldest forgotten first;
+        a rejection is never replaced."""
         self._wake(key)
         if self._outcomes.get(key) == "REJECTED":
             return
@@ -310,28 +358,35 @@ class PendingCalls:
             self._outcomes.popitem(last=False)
 
     def outcome(self, key: Key) -> str | None:
-        """``REJECTED``, ``EXPIRED`` or None (:meth:`remember`)."""
-        return self._outcomes.get(key)
+        """``REJECTED``, ``EXPIRED`` or None (:meth:`remember`), as any process remembers it
+        (a rejection anywhere wins)."""
+        here = self._outcomes.get(key)
+        if here == "REJECTED":
+            return here
+        stored = self._store.outcome(*key)
+        return "REJECTED" if stored == "REJECTED" else here or stored
 
-    def rejected(self, key: Key) -> Pending | None:
+    def rejected(self, key: Key) -> HeldCall | None:
         """The call is rejected: remembered so, no longer held (its arguments forgotten);
         the one held, if any."""
         self.remember(key, "REJECTED")
         return self.discard(key)
 
-    def listed(self, now: int) -> list[Pending]:
-        """The calls still approvable at ``now``, oldest first (their arguments encoded:
-        :func:`arguments_of`)."""
+    def listed(self, now: int) -> list[HeldCall]:
+        """The calls this process holds, still approvable at ``now``, oldest first (their
+        arguments encoded: :func:`arguments_of`)."""
         self.sweep(now)
         return [held.item for held in self._all.values()]
 
-    def page(self, now: int, after: str | None, limit: int, max_bytes: int) -> Paged:
+    def page(self, now: int, after: str | None, limit: int, max_bytes: int) -> HeldPage:
         """The calls approvable at ``now`` after the cursor ``after`` (from the first without),
         oldest first: ``limit`` at most, the last the one that brings their arguments to
         ``max_bytes`` (:data:`Paged`; :class:`~servers.wire.paging.CursorInvalid` for an
-        ``after`` that is no cursor of this list)."""
+        ``after`` that is no cursor of this list). A shared store lists every process's."""
         self.sweep(now)
-        out: list[tuple[Pending | None, str]] = []
+        if self._store.shared:
+            return self._store.page(now, after, limit, max_bytes)
+        out: list[tuple[HeldCall | None, str]] = []
         size = 0
         for at in range(self._resume(after), len(self._order)):
             key = self._at.get(self._order[at])
@@ -353,9 +408,12 @@ class PendingCalls:
             raise CursorInvalid(after)
         return bisect.bisect_right(self._order, int(serial)) if epoch == self._epoch else 0
 
-    def approvable(self, context_ref: str, call_id: str, now: int) -> Pending | None:
-        """The call, if it is held and approvable at ``now``."""
+    def approvable(self, context_ref: str, call_id: str, now: int) -> HeldCall | None:
+        """The call, if it is held and approvable at ``now`` (as the store says, when it is
+        shared: a decision elsewhere may have ended a hold of this process's)."""
         self.sweep(now)
+        if self._store.shared:
+            return self._store.get(context_ref, call_id, now)
         return self.get(context_ref, call_id)
 
     def keep_swept(self, clock: Callable[[], int]) -> None:
@@ -374,7 +432,12 @@ class PendingCalls:
             await asyncio.sleep(SWEEP_EVERY_S)
             self.sweep(clock())
 
-    def _keep(self, key: Key, item: Pending, owner: str) -> None:
+    def _keep(self, key: Key, item: HeldCall, owner: str) -> None:
+        self._keep_here(key, item, owner)
+        if not self._store.put(item):  # rejected meanwhile, through another process
+            self._forget(key)
+
+    def _keep_here(self, key: Key, item: HeldCall, owner: str) -> None:
         serial = next(self._serial)
         self._all[key] = _Held(item, owner, serial)
         self._order.append(serial)
