@@ -1,6 +1,7 @@
-"""docs/runtime-walkthrough.md's "Walkthrough with curl" stays true: its ``sh`` blocks run in order in one
-bash, in a temporary directory (the executor and ``seif serve`` started in the background as the
-page says, on free ports), and each answer is the JSON the page shows under its command.
+"""docs/runtime-walkthrough.md's "Walkthrough with curl" stays true: its ``sh`` blocks run in
+order in one bash, in a temporary directory (the executor and ``seif serve`` started in the
+background as the page says, on free ports), and each answer is the JSON the page shows under
+its command.
 
 A string of the page with ``…`` in it stands for any string with the same text around the
 ``…``; an instant (``at``, ``expiresAt``...) for any of its type. Everything else is compared
