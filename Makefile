@@ -33,9 +33,9 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	@echo "== tests: pytest on one worker per core, 4 at most (about 5 minutes on 2 cores)"
-	$(BIN)/pytest -n auto --maxprocesses 4 --ignore=tests/test_openapi_conformance.py
+	$(BIN)/pytest -n auto --maxprocesses 4 --ignore=tests/servers/wire/test_openapi_conformance.py
 	@echo "== tests: the OpenAPI conformance run, in one process (its last test reads what the others saw)"
-	$(BIN)/pytest -p no:xdist tests/test_openapi_conformance.py
+	$(BIN)/pytest -p no:xdist tests/servers/wire/test_openapi_conformance.py
 
 # the TypeScript SDK (sdk/typescript): a clean install of its pinned dev dependencies, then
 # its build and its unit tests on Node's test runner

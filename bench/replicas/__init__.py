@@ -54,8 +54,9 @@ replicas, 3 / 1 replicas (target at least 1.5x).
 
 The PostgreSQL server: ``SEIF_BENCH_PG_URL`` (a libpq URL of a database the run may create
 databases from), else ``postgresql://postgres@127.0.0.1:5432/postgres`` when it answers, else
-a private server started from the installed binaries as the tests do (``tests/pg_support.py``;
-that one runs with ``fsync=off``, so its figures are not durable: the run says so).
+a private server started from the installed binaries as the tests do
+(``tests/support/pg_support.py``; that one runs with ``fsync=off``, so its figures are not durable:
+the run says so).
 
 The modules: :mod:`~bench.replicas.config` (the configurations and the load),
 :mod:`~bench.replicas.load` (the client process), :mod:`~bench.replicas.processes` (the

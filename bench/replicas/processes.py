@@ -62,11 +62,10 @@ def _answers(url: str) -> bool:
 
 def _private_server() -> Any:
     """A private server started from the installed binaries, as the tests start one."""
-    tests = str(REPO / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
+    if str(REPO) not in sys.path:  # the tests' helpers are the package tests.support
+        sys.path.insert(0, str(REPO))
     try:
-        support: Any = importlib.import_module("pg_support")
+        support: Any = importlib.import_module("tests.support.pg_support")
         return support.start_private_server()
     except Exception as error:  # no binaries, or they did not start
         raise RuntimeError(

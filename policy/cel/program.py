@@ -6,7 +6,8 @@ operator then, so an evaluation is a few Python calls on the activation as it is
 the arguments, no tree walk). The semantics are the CEL specification's (``policy.cel.values``):
 numbers compare across int, uint and double, ``&&`` and ``||`` absorb an error the other side makes
 irrelevant, and every error is a :class:`~policy.cel.values.CelEvalError` for the caller to turn
-into a value. cel-python stays the reference the tests compare against (tests/test_celfast.py).
+into a value. cel-python stays the reference the tests compare against
+(tests/policy/cel/test_celfast.py).
 
 Not supported (a :class:`CelCompileError`): protobuf message construction (``T{...}``),
 timestamps, durations and extension functions.

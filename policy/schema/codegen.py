@@ -1,12 +1,12 @@
 """The error collector of :meth:`policy.schema.validator.Validator.errors`, generated per schema.
 
 The generated function reports exactly what the reference walk of :mod:`policy.schema.validator`
-(``tests/schema_oracle.py``) reports, keyword by keyword and in the same order: the node's type, its
-bounds, ``enum``, ``const``, then declared properties in schema order, missing required
+(``tests/support/schema_oracle.py``) reports, keyword by keyword and in the same order: the node's
+type, its bounds, ``enum``, ``const``, then declared properties in schema order, missing required
 properties, other keys in sorted order, array items by index. Only rare work (sorting the extra
 keys, unconstrained values that are not finite JSON) goes through helpers. As for ``is_valid``,
 constants are ``repr`` literals or closure cells, so any string in a schema is safe, and names
-are ours. ``tests/test_schema_errors_codegen.py`` checks the two agree.
+are ours. ``tests/policy/schema/test_schema_errors_codegen.py`` checks the two agree.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
   is safe for any string) and compiled once;
 - ``errors(value)``, run only to explain a failure: generated the same way
   (:mod:`policy.schema.codegen`), it reports every failing keyword with a JSON pointer into the
-  value, exactly as the reference walk over the parsed schema (``tests/schema_oracle.py``)
+  value, exactly as the reference walk over the parsed schema (``tests/support/schema_oracle.py``)
   does.
 
 Both follow JSON semantics, not Python's: ``True`` is not a number, ``1.0`` is an integer, enum

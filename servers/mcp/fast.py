@@ -8,7 +8,7 @@ fails any of them, or is anything else, is left to the SDK, which answers it (an
 rejection) itself. A request that passes is answered here: the same handlers as the SDK's
 (:mod:`servers.mcp.handlers`), the result shaped by the SDK's own serializer for the revision
 (``serialize_server_result``), ``resultType`` and the ``serverInfo`` stamp added as the SDK adds
-them. ``tests/test_mcp_fast.py`` holds the two paths to the same answers.
+them. ``tests/servers/mcp/test_mcp_fast.py`` holds the two paths to the same answers.
 
 Why: the SDK spends more CPU per request on its task groups, streams and models than seif's
 execute path spends deciding, logging and dispatching (``python -m bench mcp``,

@@ -4,7 +4,7 @@ and the wire's types (:mod:`servers.wire.requests`, :mod:`servers.wire.answers`)
 Each operation declares every answer its route gives: the success answers by status, then one
 ``Error`` answer for the status of each error code the route can answer (a status already
 answered by a success shape, such as 409 ``Blocked``, keeps that shape). Every body is
-``application/json`` but ``GET /metrics``'s. ``tests/test_openapi_conformance.py`` runs
+``application/json`` but ``GET /metrics``'s. ``tests/servers/wire/test_openapi_conformance.py`` runs
 schemathesis against a real runtime to hold every answer to the document.
 """
 

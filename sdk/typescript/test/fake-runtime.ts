@@ -1,7 +1,7 @@
 /**
  * A small stand-in for the runtime's routes a turn uses (turns, resolve, execute, disclosures,
  * completion), for the bookkeeping tests of `runAgentTurn`. The real runtime is driven from
- * Node by the Python suite (`tests/test_sdk_typescript.py`).
+ * Node by the Python suite (`tests/sdk/test_sdk_typescript.py`).
  */
 
 import { receipt, type Action, type Recorded } from "./server.js";

@@ -1,10 +1,11 @@
 "use strict";
 /* What the approvers' page counts as invisible: the characters that render as nothing or as a
-   blank. The same definition as servers/support/visible.py (tests/test_visible_text.py checks
-   the two agree on every code point both Unicode versions know alike): controls, format
-   characters, line and paragraph separators, every space, private use, surrogates, unassigned
-   code points, default-ignorable code points, nonspacing and enclosing marks, and the blanks
-   that are symbols by category (the braille blank U+2800, the musical null notehead U+1D159). */
+   blank. The same definition as servers/support/visible.py
+   (tests/servers/approval/test_visible_text.py checks the two agree on every code point both
+   Unicode versions know alike): controls, format characters, line and paragraph separators, every
+   space, private use, surrogates, unassigned code points, default-ignorable code points, nonspacing
+   and enclosing marks, and the blanks that are symbols by category (the braille blank U+2800, the
+   musical null notehead U+1D159). */
 
 const CLASS = "[\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Co}\\p{Cs}\\p{Cn}\\p{Zs}\\p{Mn}\\p{Me}"
   + "\\p{Default_Ignorable_Code_Point}\\u{2800}\\u{1D159}]";

@@ -1,0 +1,270 @@
+"""`seif tool new|include|protect|show|check-call` as a user runs them (docs/authoring.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.authoring.protect import protect_tool
+from compiler.authoring.source import load_source, save
+from compiler.authoring.tools import include_tool, new_tool
+from tests.support.paths import ROOT
+
+REFERENCE = ROOT / "reference" / "agent-tools"
+TICKET = {"title": "Printer jammed", "description": "Floor 2", "priority": "low"}
+
+
+def seif(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "seif", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(params=["json", "seif"])
+def project(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    target = tmp_path / f"context-project.{request.param}"
+    shutil.copy(REFERENCE / target.name, target)
+    return target
+
+
+def test_the_walkthrough_changes_the_file_as_the_operations_do(
+    project: Path, tmp_path: Path
+) -> None:
+    twin = tmp_path / ("twin" + project.suffix)
+    shutil.copy(project, twin)
+    new = seif(
+        "tool",
+        "new",
+        "--project",
+        str(project),
+        "--template",
+        "ticket-creation",
+        "--id",
+        "open-ticket",
+    )
+    assert new.returncode == 0, new.stderr
+    assert "included nowhere: profiles learner, authoring do not include it" in new.stdout
+    assert f"seif tool include --project {project} --tool open-ticket" in new.stdout
+    included = seif(
+        "tool",
+        "include",
+        "--project",
+        str(project),
+        "--tool",
+        "open-ticket",
+        "--profile",
+        "authoring",
+    )
+    assert included.returncode == 0, included.stderr
+    protected = seif("tool", "protect", "--project", str(project), "--tool", "open-ticket")
+    assert protected.returncode == 0 and "added 3 guard(s)" in protected.stdout
+    again = seif("tool", "protect", "--project", str(project), "--tool", "open-ticket")
+    assert "already protected" in again.stdout and "unchanged" in again.stdout
+    save(new_tool(load_source(twin), template="ticket-creation", tool_id="open-ticket"))
+    save(include_tool(load_source(twin), tool_id="open-ticket", profile_id="authoring"))
+    save(protect_tool(load_source(twin), tool_id="open-ticket"))
+    assert project.read_bytes() == twin.read_bytes()
+    assert seif("test", str(project)).returncode == 0
+
+
+def test_bad_input_writes_nothing(project: Path) -> None:
+    before = project.read_bytes()
+    taken = seif(
+        "tool",
+        "new",
+        "--project",
+        str(project),
+        "--template",
+        "record-lookup",
+        "--id",
+        "inspect-context",
+    )
+    assert taken.returncode == 1  # the project refuses it
+    assert "TOOL_EXISTS" in taken.stderr and "nothing was written" in taken.stderr
+    typed = seif(
+        "tool",
+        "new",
+        "--project",
+        str(project),
+        "--template",
+        "custom",
+        "--id",
+        "x",
+        "--field",
+        "title:text:required",
+    )
+    assert typed.returncode == 2  # a malformed option
+    assert "/fields/0: FIELD_TYPE_UNKNOWN" in typed.stderr and "string, integer" in typed.stderr
+    template = seif("tool", "new", "--project", str(project), "--template", "form", "--id", "x")
+    assert template.returncode == 2 and "record-lookup" in template.stderr
+    assert project.read_bytes() == before
+
+
+def test_a_schema_file_outside_the_subset(project: Path, tmp_path: Path) -> None:
+    schema = tmp_path / "arguments.json"
+    schema.write_text(
+        json.dumps(
+            {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$"}}}
+        )
+    )
+    before = project.read_bytes()
+    out = seif(
+        "tool",
+        "new",
+        "--project",
+        str(project),
+        "--template",
+        "custom",
+        "--id",
+        "coded",
+        "--schema",
+        str(schema),
+        "--json",
+    )
+    assert out.returncode == 1
+    document = json.loads(out.stdout)
+    assert document["ok"] is False
+    assert {
+        "code": "SCHEMA_UNSUPPORTED_PATTERN",
+        "pointer": "/tools/3/parameters/properties/code/pattern",
+    }.items() <= document["diagnostics"][0].items()
+    assert project.read_bytes() == before
+
+
+def test_check_call_exit_codes_and_json(project: Path) -> None:
+    seif(
+        "tool",
+        "new",
+        "--project",
+        str(project),
+        "--template",
+        "ticket-creation",
+        "--id",
+        "open-ticket",
+    )
+    seif(
+        "tool",
+        "include",
+        "--project",
+        str(project),
+        "--tool",
+        "open-ticket",
+        "--profile",
+        "authoring",
+    )
+    base = [
+        "tool",
+        "check-call",
+        "--project",
+        str(project),
+        "--objective",
+        "authoring",
+        "--tool",
+        "open-ticket",
+        "--arguments",
+    ]
+    pending = seif(*base, json.dumps(TICKET))
+    assert pending.returncode == 1
+    assert pending.stdout.startswith("DENIED APPROVAL_REQUIRED")
+    assert "try --approved" in pending.stdout and "nothing was dispatched" in pending.stdout
+    allowed = seif(*base, json.dumps(TICKET), "--approved", "--json")
+    assert allowed.returncode == 0
+    assert json.loads(allowed.stdout)["allowed"] is True
+    wrong = seif(*base, json.dumps({"title": "", "priority": "soon"}))
+    assert wrong.returncode == 1
+    assert "/title: minLength" in wrong.stdout and "/priority: enum" in wrong.stdout
+    hidden = seif(
+        "tool",
+        "check-call",
+        "--project",
+        str(project),
+        "--objective",
+        "learner",
+        "--tool",
+        "open_ticket",
+        "--arguments",
+        json.dumps(TICKET),
+        "--approved",
+    )
+    assert hidden.returncode == 1 and "TOOL_NOT_DISCLOSED" in hidden.stdout
+    unavailable = seif(*base, json.dumps(TICKET), "--approved", "--fixtures", "project")
+    assert unavailable.returncode == 1 and "UNAVAILABLE" in unavailable.stdout
+    not_json = seif(*base, "{title")
+    assert not_json.returncode == 2 and "ARGUMENTS_NOT_JSON" in not_json.stderr
+
+
+def test_show_has_three_sections(project: Path, tmp_path: Path) -> None:
+    bindings = tmp_path / "bindings.json"
+    bindings.write_text(
+        json.dumps(
+            {
+                "environment": "staging",
+                "revision": 2,
+                "tools": {
+                    "propose-change": {
+                        "endpoint": "https://proposals.internal/seif",
+                        "secretRef": "env:CONTEXT_TOOL_PROPOSE_CHANGE_TOKEN",
+                        "timeoutMs": 5000,
+                        "maxBytes": 65536,
+                    }
+                },
+            }
+        )
+    )
+    text = seif(
+        "tool",
+        "show",
+        "--project",
+        str(project),
+        "--tool",
+        "propose-change",
+        "--bindings",
+        str(bindings),
+    )
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert [line for line in lines if line in ("audience", "protection", "connection")] == [
+        "audience",
+        "protection",
+        "connection",
+    ]
+    assert "  excluded by: learner" in lines
+    assert any(line.startswith("  guard learner-never-sees-proposals") for line in lines)
+    assert (
+        "  configured: https://proposals.internal/seif (environment staging, revision 2, "
+        "secret env:CONTEXT_TOOL_PROPOSE_CHANGE_TOKEN)" in lines
+    )
+    as_json = json.loads(
+        seif("tool", "show", "--project", str(project), "--tool", "propose-change", "--json").stdout
+    )
+    assert set(as_json) == {"tool", "audience", "protection", "connection"}
+    unknown = seif("tool", "show", "--project", str(project), "--tool", "nope")
+    assert unknown.returncode == 1 and "UNKNOWN_TOOL" in unknown.stderr
+
+
+def test_show_refuses_a_file_that_is_not_a_bindings_file(project: Path, tmp_path: Path) -> None:
+    for text in ("[1]", '{"tools": [1]}'):
+        bad = tmp_path / "b.json"
+        bad.write_text(text)
+        out = seif(
+            "tool",
+            "show",
+            "--project",
+            str(project),
+            "--tool",
+            "inspect-context",
+            "--bindings",
+            str(bad),
+            "--json",
+        )
+        assert out.returncode == 2
+        assert json.loads(out.stdout)["diagnostics"][0]["code"] == "BINDINGS_INVALID"
