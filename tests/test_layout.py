@@ -2,7 +2,9 @@
 declared (a subpackage left out of pyproject.toml would be missing from the bundle), the
 import-linter contracts that `make test` runs are the ones documented in the README and place
 every subpackage, no module imports itself back through others (a cycle, even one hidden in a
-function or under ``TYPE_CHECKING``), and no production module is over 600 lines."""
+function or under ``TYPE_CHECKING``), and no production module is over 600 lines. And the
+suite's own layout: tests in folders that mirror the packages, each a package, their helpers in
+``tests.support``, and no test that turns a broken import of the project into a skip."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import ast
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 TOP = ("policy", "compiler", "servers", "seif", "grammar")
 
 
@@ -189,3 +192,90 @@ def test_the_layer_contracts_name_every_subpackage() -> None:
         named = {part.strip() for layer in inner["layers"] for part in layer.split("|")}
         parts = {p.name for p in (ROOT / top).iterdir() if (p / "__init__.py").is_file()}
         assert parts <= named, top
+
+
+# ---------------------------------------------------------------- the tests' own layout
+
+PROJECT = ("policy", "compiler", "servers", "seif", "bench", "grammar", "tests")
+
+
+def _is_project(name: str) -> bool:
+    return name.partition(".")[0] in PROJECT
+
+
+def _skip_or_stand_in(handler: ast.ExceptHandler) -> bool:
+    """``except ImportError`` or ``except ModuleNotFoundError`` (alone or in a tuple)."""
+    caught = handler.type
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return any(
+        isinstance(n, ast.Name) and n.id in {"ImportError", "ModuleNotFoundError"} for n in names
+    )
+
+
+def hidden_project_imports(source: str) -> list[str]:
+    """The project's modules a test module imports only if they import: ``importorskip`` of
+    one, or an import of one in a ``try`` whose ``except ImportError`` skips or stands in."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and (
+            getattr(node.func, "attr", None) == "importorskip"
+            or getattr(node.func, "id", None) == "importorskip"
+        ):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found += [first.value] if _is_project(first.value) else []
+        if isinstance(node, ast.Try) and any(_skip_or_stand_in(h) for h in node.handlers):
+            for inner in (n for statement in node.body for n in ast.walk(statement)):
+                if isinstance(inner, ast.Import):
+                    found += [a.name for a in inner.names if _is_project(a.name)]
+                elif isinstance(inner, ast.ImportFrom) and not inner.level and inner.module:
+                    found += [inner.module] if _is_project(inner.module) else []
+    return found
+
+
+def _test_modules() -> list[Path]:
+    return [p for p in (ROOT / "tests").rglob("*.py") if "__pycache__" not in p.parts]
+
+
+def test_no_test_skips_or_stands_in_for_a_broken_import_of_the_project() -> None:
+    """A broken module of the project fails the tests that import it: never a skip."""
+    found = {
+        str(path.relative_to(ROOT)): hidden
+        for path in _test_modules()
+        if (hidden := hidden_project_imports(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def test_the_hidden_import_finder_finds_planted_ones() -> None:
+    """Not vacuous: both forms are found, an optional third-party package is not."""
+    source = (
+        "import pytest\n"
+        'parse = pytest.importorskip("compiler.seif.parse")\n'
+        'uvloop = pytest.importorskip("uvloop")\n'
+        "try:\n    from policy.cel.values import Uint\nexcept ImportError:\n    Uint = int\n"
+        "try:\n    import resource\nexcept ImportError:\n    resource = None\n"
+    )
+    assert sorted(hidden_project_imports(source)) == ["compiler.seif.parse", "policy.cel.values"]
+
+
+def test_tests_mirror_the_packages_and_their_helpers_are_one_package() -> None:
+    """Every folder of tests is a package (so two test files never clash by name in pytest's
+    eyes), every test file has a name no other has (docs/security.md names them by file), and
+    a module that is not a test is a helper of ``tests.support`` (or a conftest)."""
+    folders = {path.parent for path in _test_modules()}
+    assert [str(f) for f in folders if not (f / "__init__.py").is_file()] == []
+    names = [p.name for p in _test_modules() if p.name.startswith("test_")]
+    assert len(names) > 100
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    support = ROOT / "tests" / "support"
+    helpers = [
+        str(p.relative_to(ROOT))
+        for p in _test_modules()
+        if not p.name.startswith("test_")
+        and p.name not in {"__init__.py", "conftest.py"}
+        and p.parent != support
+    ]
+    assert helpers == []
+    mirrored = {f.relative_to(ROOT / "tests").parts[0] for f in folders if f != ROOT / "tests"}
+    assert mirrored <= {*PROJECT, "docs", "sdk", "support"} - {"tests", "grammar"}
