@@ -167,3 +167,13 @@ def test_a_decoded_body_is_its_typed_request() -> None:
     )
     names = [f.name for f in body_fields(ExecuteRequest)]
     assert names == ["contextRef", "tool", "callId", "arguments", "approvalId", "turnId"]
+
+
+def test_the_trace_events_on_the_wire_are_the_log_s() -> None:
+    """The kinds of record a trace answers with are the ones the decision log writes."""
+    from typing import get_args  # noqa: PLC0415 -- this test's alone
+
+    from servers.log.encoding import EVENTS  # noqa: PLC0415 -- this test's alone
+    from servers.wire.answers import TraceEventKind  # noqa: PLC0415 -- this test's alone
+
+    assert set(get_args(TraceEventKind)) == EVENTS
