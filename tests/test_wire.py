@@ -7,15 +7,17 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 from types import SimpleNamespace
-from typing import cast
+from typing import cast, get_args
 
 import pytest
 
 from servers.http.app import HANDLERS, create_app
+from servers.log.encoding import EVENTS
 from servers.runtime.startup import Prepared
 from servers.wire import errors, openapi, reasons
 from servers.wire.errors import CODES, ErrorCode, Refused
 from servers.wire.fields import body_fields, decode
+from servers.wire.answers import TraceEventKind
 from servers.wire.requests import CompleteTurnRequest, ExecuteRequest
 from servers.wire.routes import ROUTES
 
@@ -171,9 +173,4 @@ def test_a_decoded_body_is_its_typed_request() -> None:
 
 def test_the_trace_events_on_the_wire_are_the_log_s() -> None:
     """The kinds of record a trace answers with are the ones the decision log writes."""
-    from typing import get_args  # noqa: PLC0415 -- this test's alone
-
-    from servers.log.encoding import EVENTS  # noqa: PLC0415 -- this test's alone
-    from servers.wire.answers import TraceEventKind  # noqa: PLC0415 -- this test's alone
-
     assert set(get_args(TraceEventKind)) == EVENTS
