@@ -15,9 +15,9 @@ from servers.http.app import HANDLERS, create_app
 from servers.log.encoding import EVENTS
 from servers.runtime.startup import Prepared
 from servers.wire import errors, openapi, reasons
+from servers.wire.answers import TraceEventKind
 from servers.wire.errors import CODES, ErrorCode, Refused
 from servers.wire.fields import body_fields, decode
-from servers.wire.answers import TraceEventKind
 from servers.wire.requests import CompleteTurnRequest, ExecuteRequest
 from servers.wire.routes import ROUTES
 
