@@ -54,8 +54,8 @@ def main() -> int:
     code = run(OUT)
     print(
         "\nNext: `make run` proves a whole delivery (bundle, approval server, SDK, replay);\n"
-        "docs/runtime.md drives the runtime with curl; docs/language.md writes this project\n"
-        "in the .seif language (`seif convert reference/agent-tools/context-project.json "
+        "docs/runtime-walkthrough.md drives the runtime with curl; docs/language.md writes this\n"
+        "project in the .seif language (`seif convert reference/agent-tools/context-project.json "
         "--to seif`)."
     )
     return code

@@ -268,10 +268,32 @@ class PendingList(TypedDict):
 # -- traces --------------------------------------------------------------------------------------
 
 
-class TraceEvent(TypedDict):
-    """One decision-log record of the context (``docs/runtime.md``, "The decision log")."""
+TraceEventKind = Literal[
+    "DISCLOSED",
+    "REPORTED",
+    "DENIED",
+    "APPROVED",
+    "REJECTED",
+    "APPROVAL_EXPIRED",
+    "INTENT",
+    "RESULT",
+    "UNKNOWN",
+    "SHADOW",
+]
 
-    event: str
+
+class TraceEvent(TypedDict):
+    """One decision-log record of the context (``docs/data-directory.md``, "The decision log"):
+    its envelope, typed here, and the event's own fields beside it (open: new fields may appear
+    within a format version)."""
+
+    v: Literal[1, 2]
+    seq: Annotated[int, Schema({"minimum": 1})]
+    at: int
+    event: TraceEventKind
+    prev: NotRequired[Annotated[str | None, Schema({"pattern": "^blake3:[0-9a-f]{64}$"})]]
+    """Format 2: the digest of the record before it (null on the first); format 1 has none."""
+    contextRef: NotRequired[str]
 
 
 class Trace(TypedDict):

@@ -7,13 +7,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 from types import SimpleNamespace
-from typing import cast
+from typing import cast, get_args
 
 import pytest
 
 from servers.http.app import HANDLERS, create_app
+from servers.log.encoding import EVENTS
 from servers.runtime.startup import Prepared
 from servers.wire import errors, openapi, reasons
+from servers.wire.answers import TraceEventKind
 from servers.wire.errors import CODES, ErrorCode, Refused
 from servers.wire.fields import body_fields, decode
 from servers.wire.requests import CompleteTurnRequest, ExecuteRequest
@@ -167,3 +169,8 @@ def test_a_decoded_body_is_its_typed_request() -> None:
     )
     names = [f.name for f in body_fields(ExecuteRequest)]
     assert names == ["contextRef", "tool", "callId", "arguments", "approvalId", "turnId"]
+
+
+def test_the_trace_events_on_the_wire_are_the_log_s() -> None:
+    """The kinds of record a trace answers with are the ones the decision log writes."""
+    assert set(get_args(TraceEventKind)) == EVENTS
