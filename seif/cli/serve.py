@@ -42,7 +42,8 @@ def _inputs(serve: argparse.ArgumentParser) -> None:
         "--store",
         metavar="STORE",
         help="sqlite:DATA_DIR (as --data), or postgresql://USER@HOST/DB for runtime replicas on "
-        "one database (docs/scale-out.md); exactly one of --data and --store",
+        "one database (docs/scale-out.md), or memory: (nothing kept across a restart: for "
+        "trying seif and for tests); exactly one of --data and --store",
     )
     serve.add_argument(
         "--replica-id",

@@ -27,7 +27,7 @@ from servers.http.serving import (
     Limits,
 )
 from servers.runtime.shadow import BACKLOG
-from servers.runtime.startup import Prepared, StartRefused, prepare
+from servers.runtime.startup import MEMORY, Prepared, StartRefused, prepare
 from servers.store.rows import StoreError
 from servers.store.sqlite.datadir import DataDirError, DataDirLocked
 
@@ -78,6 +78,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except DataDirError as exc:  # damage or loss found at start: nothing was changed
         _report(exc.diagnostics)
         return EXIT_USAGE
+    if where.url == MEMORY:
+        status("warnings")(
+            "seif runtime: the store is in memory (--store memory:): nothing is kept across a "
+            "restart, and a call id may run again after one"
+        )
     try:
         run_loop(_serve(prepared, args, _limits(args)))
     except OSError as exc:
@@ -90,16 +95,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 @dataclass(frozen=True)
 class StoreChoice:
-    """The one store asked for: a SQLite data directory, or a PostgreSQL database's URL."""
+    """The one store asked for: a SQLite data directory, or a PostgreSQL database's URL (or
+    ``memory:``)."""
 
     data_dir: str | None = None
     url: str | None = None
 
 
 def store_of(args: argparse.Namespace) -> StoreChoice | str:
-    """``--data DIR``, ``--store sqlite:DIR`` or ``--store postgresql://...``; exactly one (a
-    problem is the message saying what is wrong, never quoting a URL, which may hold a
-    password)."""
+    """``--data DIR``, ``--store sqlite:DIR``, ``--store postgresql://...`` or ``--store
+    memory:``; exactly one (a problem is the message saying what is wrong, never quoting a URL,
+    which may hold a password)."""
     data, store = getattr(args, "data", None), getattr(args, "store", None)
     if (data is None) == (store is None):
         return "give exactly one store: --data DATA_DIR, or --store sqlite:DIR|postgresql://..."
@@ -108,9 +114,9 @@ def store_of(args: argparse.Namespace) -> StoreChoice | str:
     assert store is not None
     if store.startswith("sqlite:") and len(store) > len("sqlite:"):
         return StoreChoice(data_dir=store[len("sqlite:") :])
-    if store.startswith(("postgresql://", "postgres://")):
+    if store.startswith(("postgresql://", "postgres://")) or store == MEMORY:
         return StoreChoice(url=store)
-    return "--store must be sqlite:DATA_DIR or a postgresql:// URL"
+    return "--store must be sqlite:DATA_DIR, a postgresql:// URL or memory:"
 
 
 def _report(diagnostics: Iterable[Diagnostic]) -> None:

@@ -32,11 +32,14 @@ from servers.config.files import (
 )
 from servers.runtime.shadow import BACKLOG
 from servers.store.interface import Backend, DispatchStore, RecordLog
+from servers.store.memory import MemoryBackend
 from servers.store.rows import Reconciled
 from servers.store.sqlite.backend import LocalBackend
 from servers.store.sqlite.datadir import DataDir, DataDirError
 
 Clock = Callable[[], int]
+MEMORY = "memory:"
+"""The store URL of a store in memory (``servers.store.memory``)."""
 
 
 def wall_clock() -> int:
@@ -95,8 +98,9 @@ def prepare(
     shadow_backlog: int = BACKLOG,
 ) -> Prepared:
     """Everything checked, the store open: the SQLite one of ``data_dir``, or (``store_url``)
-    a replica's share of a PostgreSQL database (``servers.store.postgres.backend``). ``shadow_dir``:
-    a candidate build to load (verified; its problems are refused with the others)."""
+    a replica's share of a PostgreSQL database (``servers.store.postgres.backend``), or
+    ``memory:`` (:data:`MEMORY`: nothing kept across a restart). ``shadow_dir``: a candidate
+    build to load (verified; its problems are refused with the others)."""
     build, credentials, bindings, token = _configuration(
         build_dir, bindings_path, credentials_path, env, keyring_get
     )
@@ -117,6 +121,8 @@ def prepare(
         require_turn=require_turn,
         clock=clock,
     )
+    if store_url == MEMORY:
+        return checked(backend=MemoryBackend.open(bindings.trace_key))
     if store_url is not None:
         from servers.store.postgres.backend import prepare_replica  # noqa: PLC0415 -- loads psycopg
 

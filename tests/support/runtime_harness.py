@@ -536,7 +536,9 @@ def _read_url(proc: subprocess.Popen[str], prefix: str, deadline: float) -> str:
     raise AssertionError(f"no `{prefix}` line (exit code {proc.poll()})")
 
 
-def _spawn(args: list[str], env: Mapping[str, str], stderr: Path) -> subprocess.Popen[str]:
+def spawn(args: list[str], env: Mapping[str, str], stderr: Path) -> subprocess.Popen[str]:
+    """A process of ours (`seif`, mostly) run from the repository's root, its stdout a pipe,
+    its stderr written to ``stderr``."""
     with stderr.open("w") as err:
         return subprocess.Popen(
             args,
@@ -554,7 +556,7 @@ def start_executor_process(root: Path, *knob_args: str) -> tuple[subprocess.Pope
     args = [sys.executable, str(EXECUTOR_SCRIPT), "--host", HOST, "--port", "0"]
     if knob_args:
         args += ["--knob", *knob_args]
-    proc = _spawn(args, ENV, root / "executor.err")
+    proc = spawn(args, ENV, root / "executor.err")
     try:
         return proc, _read_url(proc, "reference executor listening on ", time.monotonic() + 30)
     except BaseException:
@@ -597,7 +599,7 @@ def start_serve(
     config: Config, *extra: str, env: Mapping[str, str] | None = None, name: str = "serve"
 ) -> subprocess.Popen[str]:
     """`seif serve` as a subprocess (not waited for: see :func:`listening`)."""
-    return _spawn(
+    return spawn(
         serve_args(config, *extra), ENV if env is None else env, config.data.parent / f"{name}.err"
     )
 
@@ -674,7 +676,7 @@ def start_serve_on(
     assert event_loop == "asyncio", event_loop
     command = seif_command()
     args = [sys.executable, "-c", ON_ASYNCIO, *serve_args(config, *extra)[len(command) :]]
-    return _spawn(args, ENV, config.data.parent / f"{name}.err")
+    return spawn(args, ENV, config.data.parent / f"{name}.err")
 
 
 # --- the SDK's tests -------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""The parts of a runtime's store kept in its own memory: what one runtime on a data directory
-shares with no one (its turns, its held calls), and need not keep across a restart."""
+"""What a runtime keeps in its own memory: one runtime's turns and held calls (shared with no
+one), and a whole store in memory (``seif serve --store memory:``), which keeps nothing across a
+restart."""
 
+from servers.store.memory.backend import MemoryBackend
+from servers.store.memory.dispatch import MemoryLog, MemoryStore
 from servers.store.memory.held import LocalHeld
 from servers.store.memory.turns import MAX_TURNS, MemoryTurns
 
-__all__ = ["MAX_TURNS", "LocalHeld", "MemoryTurns"]
+__all__ = ["MAX_TURNS", "LocalHeld", "MemoryBackend", "MemoryLog", "MemoryStore", "MemoryTurns"]

@@ -69,11 +69,11 @@ def test_the_executor_reads_the_secret_names_the_bindings_template_writes(tmp_pa
     import urllib.request
 
     from compiler.authoring.bindings import secret_env
-    from tests.support.runtime_harness import EXECUTOR_SCRIPT, HOST, _read_url, _spawn
+    from tests.support.runtime_harness import EXECUTOR_SCRIPT, HOST, _read_url, spawn
 
     env = {secret_env("inspect-context"): "template-named-secret-1a2b"}
     args = [sys.executable, str(EXECUTOR_SCRIPT), "--host", HOST, "--port", "0"]
-    proc = _spawn(args, env, tmp_path / "executor.err")
+    proc = spawn(args, env, tmp_path / "executor.err")
     try:
         url = _read_url(proc, "reference executor listening on ", time.monotonic() + 30)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

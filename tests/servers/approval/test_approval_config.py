@@ -18,7 +18,7 @@ from policy.diagnostic import render
 from servers.config.approvers import load_approvers, runner_token, runtime_url
 from servers.config.files import ConfigError
 from tests.support.approval_harness import ANA_TOKEN, APPROVER_ENV, APPROVERS, write_approvers
-from tests.support.runtime_harness import APPROVAL_TOKEN, _read_url, _spawn, seif_command, stop
+from tests.support.runtime_harness import APPROVAL_TOKEN, _read_url, seif_command, spawn, stop
 
 
 def _problems(document: Any, env: dict[str, str] | None = None, tmp: Path | None = None) -> list:
@@ -118,12 +118,12 @@ def _command(tmp: Path, *extra: str) -> list[str]:
 def test_the_command_refuses_bad_configuration_with_exit_2(tmp_path: Path) -> None:
     write_approvers(tmp_path, {"approvers": [APPROVERS["approvers"][0]] * 2})
     env = {**APPROVER_ENV, "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN": APPROVAL_TOKEN}
-    proc = _spawn(_command(tmp_path), env, tmp_path / "err")
+    proc = spawn(_command(tmp_path), env, tmp_path / "err")
     assert proc.wait(30) == 2
     err = (tmp_path / "err").read_text()
     assert "/approvers/1/id: DUPLICATE_ID" in err and ANA_TOKEN not in err
     write_approvers(tmp_path)
-    proc = _spawn(_command(tmp_path), APPROVER_ENV, tmp_path / "err")
+    proc = spawn(_command(tmp_path), APPROVER_ENV, tmp_path / "err")
     assert proc.wait(30) == 2
     assert "APPROVAL_TOKEN_MISSING" in (tmp_path / "err").read_text()
 
@@ -131,7 +131,7 @@ def test_the_command_refuses_bad_configuration_with_exit_2(tmp_path: Path) -> No
 def test_the_command_starts_serves_the_page_and_stops_on_sigterm(tmp_path: Path) -> None:
     write_approvers(tmp_path)
     env = {**APPROVER_ENV, "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN": APPROVAL_TOKEN}
-    proc = _spawn(_command(tmp_path), env, tmp_path / "err")
+    proc = spawn(_command(tmp_path), env, tmp_path / "err")
     try:
         url = _read_url(proc, "seif approval-server listening on ", time.monotonic() + 30)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

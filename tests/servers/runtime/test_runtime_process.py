@@ -32,6 +32,8 @@ from tests.support.runtime_harness import (
     executor_process,
     listening,
     run_async,
+    serve_args,
+    spawn,
     start_executor_process,
     start_serve,
     stop,
@@ -263,3 +265,45 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     finally:
         stop(proc)
     assert os.path.exists(config.build / BUILD_FILE)
+
+
+def test_a_store_in_memory_serves_and_says_it_keeps_nothing(tmp_path: Path, executor: str) -> None:
+    """``seif serve --store memory:``: the runtime says at start that nothing is kept across a
+    restart, then serves as with a data directory (a call runs once, its repeat says so, the
+    trace holds its records) and creates no data directory."""
+    config = write_config(tmp_path, executor)
+    args = serve_args(config)
+    at = args.index("--data")
+    args[at : at + 2] = ["--store", "memory:"]
+    proc = spawn(args, ENV, tmp_path / "memory.err")
+
+    async def use(rt: str) -> None:
+        async with aiohttp.ClientSession() as session:
+            resolved = await _post(
+                session,
+                rt + "/v1/context/resolve",
+                {"objective": "learner", "consumer": "tutor-app"},
+            )
+            ctx = resolved["contextRef"]
+            body = {
+                "contextRef": ctx,
+                "tool": "inspect-context",
+                "callId": "m1",
+                "arguments": READ_ARGS,
+            }
+            first = await _post(session, rt + "/v1/context/tools/execute", body)
+            again = await _post(session, rt + "/v1/context/tools/execute", body)
+            assert (first["status"], first["duplicate"]) == ("SUCCEEDED", False)
+            assert (again["status"], again["duplicate"]) == ("SUCCEEDED", True)
+            events = (await _get(session, f"{rt}/v1/traces/{ctx}"))["events"]
+            assert [e["event"] for e in events] == ["DISCLOSED", "INTENT", "RESULT"]
+            assert [e["seq"] for e in events] == [1, 2, 3]
+
+    try:
+        run_async(use(listening(proc)))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        stop(proc)
+    assert "nothing is kept across a restart" in (tmp_path / "memory.err").read_text()
+    assert not config.data.exists()
