@@ -44,6 +44,9 @@ FIXTURE_STATES = ("READY", "UNAVAILABLE")
 CONDITION_ACTIONS = ("DENY", "REQUIRE_APPROVAL")
 EXPECT_OUTCOMES = ("ALLOW", "DENY")
 RESOLUTIONS = ("RESOLVED", "BLOCKED")
+COORDINATE_FIELDS = ("consumer", "environment", "deployment")
+MAX_COORDINATE_LENGTH = 256
+"""A coordinate is at most as long as the runtime accepts one (``servers.wire.limits``)."""
 
 
 def _derived(**kw: Any) -> Any:
@@ -198,6 +201,27 @@ class Expectation:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Coordinates:
+    """The coordinates of a test's simulated context, as an application gives them when it
+    resolves one: each optional; an absent one reads as the empty string in CEL's ``context``."""
+
+    consumer: str | None = field(
+        default=None, metadata=key("consumer", Length(0, MAX_COORDINATE_LENGTH))
+    )
+    environment: str | None = field(
+        default=None, metadata=key("environment", Length(0, MAX_COORDINATE_LENGTH))
+    )
+    deployment: str | None = field(
+        default=None, metadata=key("deployment", Length(0, MAX_COORDINATE_LENGTH))
+    )
+
+    def given(self) -> dict[str, str]:
+        """The coordinates given, by name, in the order ``consumer, environment, deployment``."""
+        values = (self.consumer, self.environment, self.deployment)
+        return {k: v for k, v in zip(COORDINATE_FIELDS, values, strict=True) if v is not None}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProjectTest:
     id: str = field(metadata=key("id", ID))
     objective: str = field(metadata=key("objective", ID))
@@ -206,6 +230,9 @@ class ProjectTest:
     fixtures: str | Mapping[str, Fixture] | None = field(
         default=None, metadata=key("fixtures", OneOf(("current",)))
     )
+    coordinates: Coordinates | None = field(default=None, metadata=key("coordinates"))
+    """Absent (None) in every test written before tests had coordinates, so that their encoding,
+    hence their build digest, is unchanged."""
     expect: Expectation = field(default=Expectation(), metadata=key("expect"))
 
 

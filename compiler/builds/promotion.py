@@ -2,7 +2,9 @@
 
 The obligations of a baseline build (docs/release.md) are, for each of its tests:
 
-- the test id exists in the candidate, on the same objective, and a guard stays a guard;
+- the test id exists in the candidate, on the same objective and at the same coordinates (a
+  test moved to another environment no longer checks the one it checked), and a guard stays a
+  guard;
 - every tool the test saw available under its fixtures is still available to it (so that an
   exclusion cannot be made to pass by declaring the tool unavailable);
 - every ``exclude`` of ``expect.context`` and ``expect.tools`` is still there;
@@ -27,7 +29,7 @@ from compiler.builds.build import Build
 from compiler.builds.registry import PromotionRecord, Registry
 from policy.diagnostic import Diagnostic, Location
 from policy.engine.disclosure import availability
-from policy.engine.testing import TestReport, run_tests, test_fixtures
+from policy.engine.testing import TestReport, coordinates_of, run_tests, test_fixtures
 from policy.ir import Membership, Project, ProjectTest, TestCall, ToolExpectation
 from policy.json.canonical import canonical_json, identity_value
 from policy.json.value import thaw
@@ -67,6 +69,9 @@ def _test_obligations(
     if test.objective != other.objective:
         message = f"{said} now checks objective `{other.objective}`, not `{test.objective}`"
         out.append(_blocked(f"{base}/objective", message))
+    if coordinates_of(test) != coordinates_of(other):
+        message = f"{said} now runs at {_at(other)}, not at {_at(test)}"
+        out.append(_blocked(f"{base}/coordinates", message))
     out += _availability(bp, cp, test, other, base)
     expect, got = test.expect, other.expect
     for kind, noun in (("context", "message"), ("tools", "tool")):
@@ -82,6 +87,11 @@ def _test_obligations(
     if test.guard:
         out += _resolution(said, test, other, base)
     return out
+
+
+def _at(test: ProjectTest) -> str:
+    given = coordinates_of(test)
+    return ", ".join(f"{k} `{v}`" for k, v in given.items()) or "no coordinates"
 
 
 def _available(project: Project, test: ProjectTest) -> set[str]:

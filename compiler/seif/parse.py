@@ -19,7 +19,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from compiler.seif.grammar import parser
 from compiler.seif.hints import hint
-from policy.diagnostic import Diagnostic, Location
+from policy.diagnostic import Diagnostic, Location, nearest
+from policy.ir import COORDINATE_FIELDS
 from policy.json.pointer import join
 
 FORMAT = "seif.context-project.v1"
@@ -351,13 +352,35 @@ class _Lowering:
             out["fixtures"] = self.test_fixtures(fixtures, join(pointer, "fixtures"))
         expect: dict[str, Any] = {}
         for item in items:
-            if item.data == "expect_json":
+            if item.data == "coordinate":
+                self.coordinate(
+                    out.setdefault("coordinates", {}), item, join(pointer, "coordinates")
+                )
+            elif item.data == "expect_json":
                 expect = json_value(item.children[0])
                 self.at(join(pointer, "expect"), item)
             else:
                 self.test_item(expect, item, join(pointer, "expect"))
         out["expect"] = expect
         return out
+
+    def coordinate(self, out: dict[str, Any], node: Tree[Any], pointer: str) -> None:
+        """``context NAME VALUE``: one coordinate of the test's simulated context (a NAME the
+        format does not know is the structure pass's ``UNKNOWN_KEY``, located here)."""
+        name_token, value = node.children
+        name = _text(name_token)
+        line, column = _pos(name_token)
+        near = nearest(name, (*COORDINATE_FIELDS, "include", "exclude"))
+        if near in ("include", "exclude"):
+            message = f"unknown keyword `{name[:40]}`: did you mean `{near}`?"
+            raise SeifSyntaxError("SEIF_UNKNOWN_KEYWORD", message, line, column)
+        if name in out:
+            message = f"the coordinate `{name[:64]}` is written twice"
+            raise SeifSyntaxError("DUPLICATE_KEY", message, line, column)
+        self.at(pointer, node)
+        self.at(join(pointer, name), node)
+        quoted = getattr(value, "type", "") == "STRING"
+        out[name] = _string(value) if quoted else _text(value)
 
     def test_fixtures(self, node: Tree[Any], pointer: str) -> Any:
         _keyword, value = node.children

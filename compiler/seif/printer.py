@@ -105,6 +105,13 @@ def _ids(value: Any) -> bool:
     return _items(value) and all(ANY_ID(v) for v in value)
 
 
+def _coordinates(value: Any) -> bool:
+    """``context NAME VALUE`` lines write a non-empty object of strings by name."""
+    if not isinstance(value, Mapping) or not value:
+        return False
+    return all(SAFE_ID(k) and isinstance(v, str) for k, v in value.items())
+
+
 ANY_ID, BARE_ID, SAFE_ID = _id(), _id("json"), _id(*KEYWORDS)
 STR, BOOL, VERSIONED = _type(str), _type(bool), _matches(VERSION)
 Shape = tuple[dict[str, Check], dict[str, Check]]
@@ -133,7 +140,7 @@ SHAPES: dict[str, Shape] = {
     "unavailable": ({"state": _is("UNAVAILABLE")}, {}),
     "test": (
         {"id": BARE_ID, "objective": ANY_ID, "expect": _any},
-        {"guard": _is(True), "fixtures": _any},
+        {"guard": _is(True), "fixtures": _any, "coordinates": _coordinates},
     ),
     "expect": ({}, {"resolution": ANY_ID, "causes": _ids, "context": _any, "tools": _any}),
     "context": ({}, {"include": _ids, "exclude": _ids}),
@@ -449,6 +456,11 @@ def _test(test: Any, pointer: str) -> Lines:
     expect = test["expect"]
     items = _expect(expect, join(pointer, "expect")) if fits(expect, "expect") else None
     body = _or_json("expect", expect, 1, join(pointer, "expect"), items)
+    here = join(pointer, "coordinates")
+    body = [
+        Line(1, f"context {k} {v if SAFE_ID(v) else dumps(v)}", join(here, k))
+        for k, v in test.get("coordinates", {}).items()
+    ] + body
     return [*lines[:-1], *_block(lines[-1].text, body, 0, lines[-1].pointer)]
 
 

@@ -1,11 +1,13 @@
 """Project tests, run with the engine alone: ``run_tests(ir) -> TestReport``.
 
-Each test resolves its objective under its fixtures, checks the resolution, the disclosed
-context messages and tools, then evaluates its calls in order against one simulated context
-opened at time 0 (each allowed call counts as dispatched). ``approved: true`` is a synthetic
-fact: an approval of exactly that call is recorded just before it. Context assertions and tool
-assertions have separate denominators; the resolution assertion counts with the tools of a
-project that declares tools and with the context of a tool-free one.
+Each test resolves its objective under its fixtures and at its coordinates (``consumer``,
+``environment``, ``deployment``: what rules and conditions read as ``context.*``), checks the
+resolution, the disclosed context messages and tools, then evaluates its calls in order against
+one simulated context at those coordinates, opened at time 0 (each allowed call counts as
+dispatched). ``approved: true`` is a synthetic fact: an approval of exactly that call is
+recorded just before it. Context assertions and tool assertions have separate denominators; the
+resolution assertion counts with the tools of a project that declares tools and with the context
+of a tool-free one.
 """
 
 from __future__ import annotations
@@ -121,9 +123,16 @@ def run_tests(ir: Project) -> TestReport:
     return TestReport(tuple(run_test(ir, i, test) for i, test in enumerate(ir.tests)))
 
 
+def coordinates_of(test: ProjectTest) -> dict[str, str]:
+    """The coordinates a test's context is simulated at, those given and not empty (an empty
+    coordinate reads as an absent one)."""
+    given = {} if test.coordinates is None else test.coordinates.given()
+    return {k: v for k, v in given.items() if v}
+
+
 def run_test(ir: Project, index: int, test: ProjectTest) -> TestResult:
     base = f"/tests/{index}/expect"
-    disclosure = disclose(ir, test.objective, test_fixtures(ir, test))
+    disclosure = disclose(ir, test.objective, test_fixtures(ir, test), coordinates_of(test))
     assertions = _resolution(ir, disclosure, test, base)
     expect = test.expect
     if expect.context is not None:
@@ -226,12 +235,20 @@ class SimulatedCall(Protocol):
 
 
 def simulate_calls(
-    ir: Project, d: Disclosure, context_id: str, calls: Sequence[SimulatedCall]
+    ir: Project,
+    d: Disclosure,
+    context_id: str,
+    calls: Sequence[SimulatedCall],
+    coordinates: Mapping[str, str] | None = None,
 ) -> list[Decision]:
-    """Decide ``calls`` in order against one simulated context of ``d`` opened at time 0: an
-    allowed call counts as dispatched, ``approved`` records an approval of exactly that call
-    just before it. Nothing is dispatched: this is the engine alone."""
-    state = ContextState.open(context_id, d, SIMULATED_NOW) if d.resolved else None
+    """Decide ``calls`` in order against one simulated context of ``d`` at ``coordinates``
+    (those ``d`` was disclosed at), opened at time 0: an allowed call counts as dispatched,
+    ``approved`` records an approval of exactly that call just before it. Nothing is
+    dispatched: this is the engine alone."""
+    state = None
+    if d.resolved:
+        given = dict(coordinates or {})
+        state = ContextState.open(context_id, d, SIMULATED_NOW, coordinates=given)
     out: list[Decision] = []
     for k, spec in enumerate(calls):
         call_id = spec.call_id or f"call-{k + 1}"
@@ -259,7 +276,7 @@ def simulate_calls(
 def _calls(
     ir: Project, d: Disclosure, test: ProjectTest, calls: tuple[TestCall, ...], base: str
 ) -> list[Assertion]:
-    decisions = simulate_calls(ir, d, f"test:{test.id}", calls)
+    decisions = simulate_calls(ir, d, f"test:{test.id}", calls, coordinates_of(test))
     out: list[Assertion] = []
     for k, (spec, decision) in enumerate(zip(calls, decisions, strict=True)):
         call_id = spec.call_id or f"call-{k + 1}"

@@ -202,6 +202,30 @@ def test_a_test_moved_to_another_objective() -> None:
     ]
 
 
+def test_a_test_moved_to_other_coordinates() -> None:
+    """A guard of production moved to staging no longer checks production: the candidate could
+    disclose the tool in production and still pass it."""
+
+    def at(coordinates: dict[str, str]) -> Doc:
+        return variant(lambda d: find_test(d, GUARD).__setitem__("coordinates", coordinates))
+
+    baseline = project(at({"environment": "production"}))
+    moved = broken_obligations(baseline, project(at({"environment": "staging"})))
+    assert [(d.pointer, d.message) for d in moved] == [
+        (
+            "/tests/0/coordinates",
+            f"test `{GUARD}` now runs at environment `staging`, not at environment `production`",
+        )
+    ]
+    dropped = broken_obligations(baseline, project(reference_doc()))
+    assert [d.message for d in dropped] == [
+        f"test `{GUARD}` now runs at no coordinates, not at environment `production`"
+    ]
+    same = project(at({"environment": "production", "consumer": ""}))  # empty is absent
+    assert broken_obligations(baseline, same) == []
+    assert broken(at({})) == []  # `{}` is the same scenario as no coordinates
+
+
 def test_an_exclusion_cannot_pass_by_making_the_tool_unavailable() -> None:
     def change(d: Doc) -> None:
         find_test(d, GUARD)["fixtures"] = {

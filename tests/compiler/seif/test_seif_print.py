@@ -174,6 +174,15 @@ CASES = {
     "call id": (call(callId="a b", approved=True), 'call x id "a b" {} approved deny'),
     "empty expect": (a_test({}), "test t for o {}"),
     "guard": (a_test({}, guard=True, fixtures="current"), "test t for o guard fixtures current {}"),
+    "coordinates": (
+        a_test({"resolution": "BLOCKED"}, coordinates={"environment": "prod", "consumer": "a b"}),
+        'test t for o {\n  context environment prod\n  context consumer "a b"\n  resolution',
+    ),
+    "keyword coordinate": (a_test({}, coordinates={"deployment": "current"}), '"current"'),
+    "coordinates and expect json": (
+        a_test(NO_ARGUMENTS, coordinates={"environment": "e"}),
+        "  context environment e\n  expect json",
+    ),
     # json forms
     "format": (project(format="seif.context-project.v0"), 'json format "seif.context-project.v0"'),
     "empty list": (project(objectives=[]), "json objectives []"),
@@ -205,6 +214,9 @@ CASES = {
     ),
     "test description": (a_test({}, description="d"), "test json"),
     "guard false": (a_test({}, guard=False), "test json"),
+    "empty coordinates": (a_test({}, coordinates={}), "test json"),
+    "coordinate number": (a_test({}, coordinates={"environment": 1}), "test json"),
+    "keyword coordinate name": (a_test({}, coordinates={"include": "x"}), "test json"),
     "fixtures string": (a_test({}, fixtures="later"), 'test t for o fixtures json "later" {}'),
     "no arguments": (a_test(NO_ARGUMENTS), "expect json"),
     "approved false": (call(approved=False), "expect json"),
