@@ -2,9 +2,13 @@
 
 Availability comes from ``current`` fixtures (every tool READY with its declared contract, as a
 test with ``fixtures: current``) unless ``fixtures="project"`` (the project's ``toolFixtures``).
-The call is decided in a fresh simulated context of the objective, exactly as a project test
-decides its first call; ``approved`` records a simulated approval of exactly this call first.
-Every failing argument is listed by its JSON pointer, whatever the decision's first reason.
+The call is decided in a fresh simulated context of the objective at the given coordinates
+(``consumer``, ``environment``, ``deployment``: what rules and conditions read as
+``context.*``), exactly as a project test at those coordinates decides its first call;
+``approved`` records a simulated approval of exactly this call first. Every failing argument is
+listed by its JSON pointer, whatever the decision's first reason, and a condition that denied
+the call (or made an approval required) is named where the author wrote it, with its expression
+and the reason the engine gives.
 """
 
 from __future__ import annotations
@@ -13,15 +17,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.authoring.simulate import (
+    FIXTURE_MODES,
+    at_text,
+    condition_lines,
+    condition_of,
+    known_objective,
+    observations,
+    rule_when_line,
+    rule_when_of,
+)
 from compiler.authoring.source import ProjectSource, compiled, refusal
 from policy import reasons as R
 from policy.engine.decision import ALLOW, Decision
 from policy.engine.disclosure import Disclosure, disclose
-from policy.engine.testing import current_fixtures, simulate_calls
-from policy.ir import Project, Tool
+from policy.engine.testing import simulate_calls
+from policy.ir import Fixture, Project, Tool
 from policy.schema.validator import compile_validator
 
-FIXTURE_MODES = ("current", "project")
+__all__ = ["FIXTURE_MODES", "check_call", "text_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,20 +54,25 @@ def check_call(
     arguments: Any,
     approved: bool = False,
     fixtures: str = "current",
+    coordinates: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``{"allowed", "decision", "availability", "arguments", "approval", "dispatched": false}``;
-    ``AuthoringError`` for an invalid project, an unknown objective, tool or fixtures mode."""
-    ir, found = _resolve(source, objective, tool, fixtures)
-    observations = current_fixtures(ir) if fixtures == "current" else ir.tool_fixtures
-    d = disclose(ir, objective, observations)
-    decision = _decide(ir, d, tool, arguments, approved)
-    with_approval = decision if approved else _decide(ir, d, tool, arguments, True)
+    """``{"allowed", "objective", "coordinates", "tool", "decision", "condition",
+    "availability", "arguments", "approval", "dispatched": false}``; ``AuthoringError`` for an
+    invalid project, an unknown objective, tool or fixtures mode."""
+    ir, found, seen = _resolve(source, objective, tool, fixtures)
+    at = {k: v for k, v in (coordinates or {}).items() if v}
+    d = disclose(ir, objective, seen, at)
+    decision = _decide(ir, d, tool, arguments, approved, at)
+    with_approval = decision if approved else _decide(ir, d, tool, arguments, True, at)
     return {
         "allowed": decision.outcome == ALLOW,
         "objective": objective,
+        "coordinates": at,
         "tool": found.id,
         "decision": decision.to_json(),
-        "availability": _availability(d, found, fixtures, observations),
+        "condition": condition_of(ir, source, decision),
+        "availability": _availability(d, found, fixtures, seen)
+        | {"rule": rule_when_of(ir, source, d.profile, found.id, _omitted_reason(d, found))},
         "arguments": _arguments(found, arguments),
         "approval": {
             "required": decision.approval_required or decision.reason == R.APPROVAL_REQUIRED,
@@ -66,18 +85,10 @@ def check_call(
 
 def _resolve(
     source: ProjectSource, objective: str, tool: str, fixtures: str
-) -> tuple[Project, Tool]:
+) -> tuple[Project, Tool, Mapping[str, Fixture]]:
     ir = compiled(source)
-    if fixtures not in FIXTURE_MODES:
-        raise refusal(
-            "INVALID_VALUE", f"`{fixtures}` is not a fixtures mode: write `current` or `project`"
-        )
-    if objective not in ir.objective_by_id:
-        known = ", ".join(o.id for o in ir.objectives)
-        raise refusal(
-            "UNKNOWN_OBJECTIVE",
-            f"`{objective}` is not an objective of this project (objectives: {known})",
-        )
+    seen = observations(ir, fixtures)
+    known_objective(ir, objective)
     found = ir.tool_by_id.get(tool) or ir.tool_by_id.get(ir.tool_id_by_name.get(tool, ""))
     if found is None:
         known = ", ".join(t.id for t in ir.tools) or "none"
@@ -85,11 +96,23 @@ def _resolve(
             "UNKNOWN_TOOL",
             f"`{tool}` is neither a tool id nor a function name of this project (tools: {known})",
         )
-    return ir, found
+    return ir, found, seen
 
 
-def _decide(ir: Project, d: Disclosure, tool: str, arguments: Any, approved: bool) -> Decision:
-    return simulate_calls(ir, d, "check-call", [_Call(tool, arguments, approved)])[0]
+def _decide(
+    ir: Project,
+    d: Disclosure,
+    tool: str,
+    arguments: Any,
+    approved: bool,
+    coordinates: Mapping[str, str],
+) -> Decision:
+    calls = [_Call(tool, arguments, approved)]
+    return simulate_calls(ir, d, "check-call", calls, coordinates)[0]
+
+
+def _omitted_reason(d: Disclosure, tool: Tool) -> str | None:
+    return next((o.reason for o in (*d.omitted, *d.causes) if o.id == tool.id), None)
 
 
 def _availability(
@@ -117,20 +140,25 @@ def _arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
     }
 
 
-def text_lines(report: Mapping[str, Any]) -> list[str]:
-    """The report as the CLI prints it; the first line is the verdict."""
+def text_lines(report: Mapping[str, Any], file: str = "") -> list[str]:
+    """The report as the CLI prints it; the first line is the verdict. ``file`` names the
+    project file where a condition that decided is written."""
     decision = report["decision"]
     verdict = "ALLOWED" if report["allowed"] else f"DENIED {decision['reason']}"
     out = [
-        f"{verdict}: {report['tool']} for objective {report['objective']} (simulated; nothing "
-        "was dispatched)"
+        f"{verdict}: {report['tool']} for objective {report['objective']}"
+        f"{at_text(report['coordinates'])} (simulated; nothing was dispatched)"
     ]
     a = report["availability"]
     seen = "disclosed" if a["disclosed"] else f"not disclosed ({a['reason'] or a['resolution']})"
     out.append(f"  availability ({a['fixtures']} fixtures): {a['state']}, {seen}")
+    if a["rule"] is not None:
+        out.append(rule_when_line(a["rule"], a["reason"] or R.CONDITION_ERROR, file))
     args = report["arguments"]
     out.append("  arguments: valid" if args["valid"] else "  arguments: invalid")
     out += [f"    {e['pointer'] or '/'}: {e['keyword']}: {e['message']}" for e in args["errors"]]
+    if report["condition"] is not None:
+        out += condition_lines(report["condition"], file)
     approval = report["approval"]
     if approval["simulated"]:
         out.append("  approval: simulated (an approval of exactly this call)")

@@ -40,7 +40,7 @@ EXAMPLES = {
     "show": "seif tool show --project p.json --tool open-ticket --bindings bindings.json",
     "check-call": "seif tool check-call --project p.json --objective authoring --tool "
     'open-ticket --arguments \'{"title": "Printer", "description": "Jammed", '
-    '"priority": "low"}\' --approved',
+    '"priority": "low"}\' --approved --environment staging',
 }
 
 
@@ -98,13 +98,30 @@ def _check_call(check: argparse.ArgumentParser) -> None:
     check.add_argument("--tool", required=True, metavar="ID", help="a tool id or function name")
     check.add_argument("--arguments", required=True, metavar="JSON", help="the call's arguments")
     check.add_argument("--approved", action="store_true", help="simulate an exact approval")
-    check.add_argument(
+    add_context_options(check)
+    check.set_defaults(run=cmd_check_call)
+
+
+def add_context_options(parser: argparse.ArgumentParser) -> None:
+    """``--consumer``, ``--environment``, ``--deployment`` and ``--fixtures``: the simulated
+    context's coordinates and its tools' availability (check-call and eval)."""
+    for name in ("consumer", "environment", "deployment"):
+        parser.add_argument(
+            f"--{name}", metavar=name[0].upper(), help=f"the context's {name} (context.{name})"
+        )
+    parser.add_argument(
         "--fixtures",
         choices=("current", "project"),
         default="current",
         help="availability: every tool READY as declared (default), or the project's toolFixtures",
     )
-    check.set_defaults(run=cmd_check_call)
+
+
+def context_coordinates(args: argparse.Namespace) -> dict[str, str]:
+    """The coordinates the options give (an empty one is absent)."""
+    from compiler.authoring.simulate import coordinates_given  # noqa: PLC0415
+
+    return coordinates_given(args.consumer, args.environment, args.deployment)
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -246,12 +263,13 @@ def cmd_check_call(args: argparse.Namespace) -> int:
             arguments=arguments,
             approved=args.approved,
             fixtures=args.fixtures,
+            coordinates=context_coordinates(args),
         )
     except AuthoringError as exc:
         return _refuse(args, exc.diagnostics, None)
     if args.json:
         emit_json(report)
     else:
-        for line in text_lines(report):
+        for line in text_lines(report, args.project):
             say(line)
     return EXIT_OK if report["allowed"] else EXIT_NOT_ACCEPTABLE

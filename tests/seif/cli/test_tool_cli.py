@@ -13,6 +13,7 @@ import pytest
 from compiler.authoring.protect import protect_tool
 from compiler.authoring.source import load_source, save
 from compiler.authoring.tools import include_tool, new_tool
+from compiler.seif.printer import to_seif
 from tests.support.paths import ROOT
 
 REFERENCE = ROOT / "reference" / "agent-tools"
@@ -268,3 +269,45 @@ def test_show_refuses_a_file_that_is_not_a_bindings_file(project: Path, tmp_path
         )
         assert out.returncode == 2
         assert json.loads(out.stdout)["diagnostics"][0]["code"] == "BINDINGS_INVALID"
+
+
+def coordinates_project(tmp_path: Path, suffix: str) -> Path:
+    """The project-test corpus's reference project with rules on each coordinate."""
+    case = ROOT / "corpus" / "project-tests" / "reference-coordinates.json"
+    doc = json.loads(case.read_text(encoding="utf-8"))["project"]
+    target = tmp_path / f"coordinates{suffix}"
+    target.write_text(json.dumps(doc, indent=2) if suffix == ".json" else to_seif(doc))
+    return target
+
+
+PROPOSAL = {"target": "course/data-literacy/module-2/lesson-3", "kind": "correct", "summary": "x"}
+
+
+@pytest.mark.parametrize("suffix", [".json", ".seif"])
+def test_check_call_at_coordinates_names_the_condition(tmp_path: Path, suffix: str) -> None:
+    path = coordinates_project(tmp_path, suffix)
+    base = ["tool", "check-call", "--project", str(path), "--objective", "authoring"]
+    call = [*base, "--tool", "propose-change", "--arguments", json.dumps(PROPOSAL), "--approved"]
+    assert seif(*call, "--environment", "staging").returncode == 0
+    hidden = seif(*call, "--environment", "production", "--deployment", "eu-1")
+    assert hidden.returncode == 1
+    assert hidden.stdout.startswith(
+        "DENIED TOOL_NOT_DISCLOSED: propose-change for objective authoring at environment "
+        "production, deployment eu-1"
+    )
+    assert "rule when: context.environment != 'production' is false here" in hidden.stdout
+    trial = seif(*call, "--consumer", "trial")
+    assert trial.returncode == 1, trial.stderr
+    lines = trial.stdout.splitlines()
+    assert lines[0].startswith("DENIED CONDITION_DENIED")
+    head = next(line for line in lines if line.startswith("  condition 0 of the rule"))
+    assert (
+        f"in profile authoring ({path}:" in head and "/profiles/1/toolRules/2/conditions/0" in head
+    )
+    assert "    when: context.consumer == 'trial'" in lines
+    assert "    denied: trial accounts do not propose changes" in lines
+    as_json = json.loads(seif(*call, "--consumer", "trial", "--json").stdout)
+    assert as_json["coordinates"] == {"consumer": "trial"}
+    assert as_json["condition"]["when"] == "context.consumer == 'trial'"
+    claims = seif(*call, "--claims", "{}")
+    assert claims.returncode == 2 and "--claims" in claims.stderr  # identity is another issue
