@@ -112,7 +112,10 @@ _CODES = {
     "FIELD_TYPE_UNKNOWN": "a `--field` type that is not string, integer, number, boolean or a "
     "list of one (`string[]`)",
     "ARGUMENTS_TWICE": "a new tool given both `--field` and `--schema`",
-    "ARGUMENTS_NOT_JSON": "`seif tool check-call --arguments` is not JSON",
+    "ARGUMENTS_NOT_JSON": "`seif tool check-call --arguments` (or `seif eval --arguments`) is "
+    "not JSON",
+    "SCENARIOS_TOO_MANY": "`seif tool protect`: an objective's rules compare the coordinates "
+    "with so many values that their combinations exceed 64: nothing is written",
     "FILE_CHANGED": "the project file changed between reading and writing: nothing was written",
     "FILE_UNWRITABLE": "the project file cannot be written (permissions, a read-only disk)",
     "STARTER_LANG_UNKNOWN": "`seif starter --lang` other than python or node",

@@ -1,27 +1,33 @@
 """``seif tool protect``: the guards that hold a tool's audience in every scenario.
 
-For each objective, a *disclosure guard* ``<tool>-audience-<objective>`` (fixtures ``current``,
-``guard: true``) asserting that the objective's resolution discloses the tool exactly as the
-engine discloses it now: ``include`` where its profile includes it, ``exclude`` and a call
-denied ``TOOL_NOT_DISCLOSED`` elsewhere. And one *compatibility guard* ``<tool>-compatible``:
-under the current contract, the first objective that discloses the tool calls it with small
-valid arguments and the call is allowed (approval-required tools: denied
-``APPROVAL_REQUIRED`` without an approval, allowed with one).
+For each objective and each of its scenarios (``compiler.authoring.scenarios``: every
+combination of the coordinate values its profile's rules compare ``context.consumer``,
+``context.environment`` and ``context.deployment`` with, and none of them), a *disclosure guard*
+(fixtures ``current``, ``guard: true``, the scenario's ``coordinates``) asserting that the
+objective's resolution there discloses the tool exactly as the engine discloses it now:
+``include`` where it does, ``exclude`` and a call denied ``TOOL_NOT_DISCLOSED`` elsewhere. The
+guard of the scenario without coordinates is ``<tool>-audience-<objective>``; the others add
+``-at-`` and the scenario (``<tool>-audience-<objective>-at-environment-production``). And one
+*compatibility guard* ``<tool>-compatible``: under the current contract, in the first objective
+and scenario that disclose the tool and allow the call, it is called with small valid arguments
+and the call is allowed (approval-required tools: denied ``APPROVAL_REQUIRED`` without an
+approval, allowed with one).
 
 The guards are derived, so protecting is idempotent: a guard already as derived is left alone,
-one that differs (the audience changed) is rewritten and reported, one for an objective that is
-gone is removed. The guards must pass on the new text, or nothing is written.
+one that differs (the audience changed) is rewritten and reported, one for an objective or a
+scenario that is gone is removed. The guards must pass on the new text, or nothing is written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from blake3 import blake3
 
 from compiler.authoring import edits
 from compiler.authoring.examples import example_arguments
+from compiler.authoring.scenarios import Scenario, scenario_suffixes, scenarios
 from compiler.authoring.source import (
     AuthoringError,
     Edit,
@@ -34,8 +40,9 @@ from compiler.authoring.source import (
     tool_of,
 )
 from policy.engine.disclosure import Disclosure, disclose
-from policy.engine.testing import current_fixtures, run_tests
-from policy.ir import Project, Tool
+from policy.engine.testing import current_fixtures, run_tests, simulate_calls
+from policy.ir import Project, TestCall, Tool
+from policy.json.value import freeze
 
 MAX_ID = 64
 
@@ -50,78 +57,132 @@ def guard_id(tool_id: str, suffix: str) -> str:
 
 
 def derived_guards(ir: Project, tool: Tool) -> tuple[list[dict[str, Any]], list[str]]:
-    """The guards of ``tool`` (in objective order, the compatibility guard last) and notes."""
+    """The guards of ``tool`` (in objective order, each objective's scenarios in order, the
+    compatibility guard last) and notes; ``SCENARIOS_TOO_MANY`` for an objective with more
+    scenarios than protect writes guards for."""
     guards, notes = [], []
-    first: tuple[str, Disclosure] | None = None
+    seen: list[tuple[str, Scenario, Disclosure]] = []
+    fixtures = current_fixtures(ir)
     for objective in ir.objectives:
-        d = disclose(ir, objective.id, current_fixtures(ir))
-        shown = tool.id in d.tool_ids
-        guards.append(_disclosure_guard(tool, objective.id, d, shown))
-        profile = ir.profile_by_id[objective.profile]
-        ruled = any(r.tool == tool.id and r.participation == "include" for r in profile.tool_rules)
-        if ruled and not shown:
-            why = next((o.reason for o in d.omitted if o.id == tool.id), d.reason or d.status)
-            notes.append(
-                f"profile `{profile.id}` includes `{tool.id}` but objective "
-                f"`{objective.id}` does not see it under current fixtures ({why})"
-            )
-        if shown and first is None:
-            first = (objective.id, d)
-    if first is None:
+        each = scenarios(ir, objective.id)
+        found = [(at, disclose(ir, objective.id, fixtures, at)) for at in each]
+        for (at, d), suffix in zip(found, scenario_suffixes(each), strict=True):
+            shown = tool.id in d.tool_ids
+            guards.append(_disclosure_guard(tool, objective.id, d, shown, at, suffix))
+            if shown:
+                seen.append((objective.id, at, d))
+        notes += _unseen(ir, tool, objective.id, found)
+    if not seen:
         notes.append(
             f"no objective sees `{tool.id}`: no compatibility guard (include it in a "
             "profile, then protect again)"
         )
         return guards, notes
-    compat = _compatibility_guard(tool, first[0])
-    if compat is None:
-        notes.append(
-            f"no simple valid arguments for `{tool.id}`: its compatibility guard "
-            "checks disclosure only"
-        )
-        compat = _guard(guard_id(tool.id, "compatible"), first[0], {"include": [tool.id]})
+    compat, note = _compatibility(ir, tool, seen)
     guards.append(compat)
-    return guards, notes
+    return guards, notes + ([note] if note else [])
 
 
-def _guard(test_id: str, objective: str, tools: dict[str, Any], blocked: bool = False) -> Any:
+def _unseen(
+    ir: Project, tool: Tool, objective: str, found: Sequence[tuple[Scenario, Disclosure]]
+) -> list[str]:
+    """A note when the objective's profile includes the tool but no scenario discloses it."""
+    profile = ir.profile_by_id[ir.objective_by_id[objective].profile]
+    ruled = any(r.tool == tool.id and r.participation == "include" for r in profile.tool_rules)
+    if not ruled or any(tool.id in d.tool_ids for _, d in found):
+        return []
+    d = found[0][1]
+    why = next((o.reason for o in d.omitted if o.id == tool.id), d.reason or d.status)
+    return [
+        f"profile `{profile.id}` includes `{tool.id}` but objective "
+        f"`{objective}` does not see it under current fixtures ({why})"
+    ]
+
+
+def _compatibility(
+    ir: Project, tool: Tool, seen: list[tuple[str, Scenario, Disclosure]]
+) -> tuple[dict[str, Any], str | None]:
+    """The compatibility guard in the first objective and scenario that see the tool and whose
+    derived calls are decided as it expects, and a note when it can only check disclosure."""
+    arguments = example_arguments(tool.parameters)
+    test_id = guard_id(tool.id, "compatible")
+    if arguments is None:
+        objective, at, _ = seen[0]
+        note = (
+            f"no simple valid arguments for `{tool.id}`: its compatibility guard checks "
+            "disclosure only"
+        )
+        return _guard(test_id, objective, {"include": [tool.id]}, coordinates=at), note
+    calls = _compatible_calls(tool, arguments)
+    for objective, at, d in seen:
+        if _decided_as_expected(ir, d, calls, at):
+            tools = {"include": [tool.id], "calls": calls}
+            return _guard(test_id, objective, tools, coordinates=at), None
+    objective, at, _ = seen[0]
+    note = (
+        f"a call of `{tool.id}` with simple valid arguments is not allowed in any scenario "
+        "that sees it (a condition decides it): its compatibility guard checks disclosure only"
+    )
+    return _guard(test_id, objective, {"include": [tool.id]}, coordinates=at), note
+
+
+def _decided_as_expected(
+    ir: Project, d: Disclosure, calls: list[dict[str, Any]], at: Scenario
+) -> bool:
+    specs = [
+        TestCall(
+            tool=c["tool"],
+            arguments=freeze(c["arguments"]),
+            expect=c["expect"],
+            approved=c.get("approved", False),
+        )
+        for c in calls
+    ]
+    decisions = simulate_calls(ir, d, "protect", specs, at)
+    return all(
+        x.outcome == c["expect"] and x.reason == c.get("reason")
+        for x, c in zip(decisions, calls, strict=True)
+    )
+
+
+def _guard(
+    test_id: str,
+    objective: str,
+    tools: dict[str, Any],
+    blocked: bool = False,
+    coordinates: Scenario | None = None,
+) -> Any:
     expect: dict[str, Any] = {"resolution": "BLOCKED"} if blocked else {}
     expect["tools"] = tools
-    return {
-        "id": test_id,
-        "objective": objective,
-        "guard": True,
-        "fixtures": "current",
-        "expect": expect,
-    }
+    guard: dict[str, Any] = {"id": test_id, "objective": objective, "guard": True}
+    guard["fixtures"] = "current"
+    if coordinates:
+        guard["coordinates"] = dict(coordinates)
+    guard["expect"] = expect
+    return guard
 
 
-def _disclosure_guard(tool: Tool, objective: str, d: Disclosure, shown: bool) -> Any:
-    test_id = guard_id(tool.id, f"audience-{objective}")
+def _disclosure_guard(
+    tool: Tool, objective: str, d: Disclosure, shown: bool, at: Scenario, scenario: str
+) -> Any:
+    test_id = guard_id(tool.id, f"audience-{objective}" + (f"-at-{scenario}" if at else ""))
     if shown:
-        return _guard(test_id, objective, {"include": [tool.id]})
+        return _guard(test_id, objective, {"include": [tool.id]}, coordinates=at)
     denied = {"tool": tool.id, "arguments": {}, "expect": "DENY", "reason": "TOOL_NOT_DISCLOSED"}
     tools: dict[str, Any] = {"exclude": [tool.id]}
     if d.resolved:
         tools["calls"] = [denied]
-    return _guard(test_id, objective, tools, blocked=not d.resolved)
+    return _guard(test_id, objective, tools, blocked=not d.resolved, coordinates=at)
 
 
-def _compatibility_guard(tool: Tool, objective: str) -> Any:
-    arguments = example_arguments(tool.parameters)
-    if arguments is None:
-        return None
+def _compatible_calls(tool: Tool, arguments: Any) -> list[dict[str, Any]]:
     call: dict[str, Any] = {"tool": tool.id, "arguments": arguments}
     if tool.approval == "required":
-        calls = [
+        return [
             {**call, "expect": "DENY", "reason": "APPROVAL_REQUIRED"},
             {**call, "approved": True, "expect": "ALLOW"},
         ]
-    else:
-        calls = [{**call, "expect": "ALLOW"}]
-    return _guard(
-        guard_id(tool.id, "compatible"), objective, {"include": [tool.id], "calls": calls}
-    )
+    return [{**call, "expect": "ALLOW"}]
 
 
 def protect_tool(source: ProjectSource, *, tool_id: str) -> Edit:
@@ -130,9 +191,9 @@ def protect_tool(source: ProjectSource, *, tool_id: str) -> Edit:
     try:
         ir = compiled(source)
         tool = tool_of(ir, tool_id, "/tools")
+        guards, notes = derived_guards(ir, tool)
     except AuthoringError as exc:
         return refused(source, exc)
-    guards, notes = derived_guards(ir, tool)
     text, report = _apply(source, tool_id, guards)
     notes = [*_summary(tool_id, report), *notes]
     edit = checked(

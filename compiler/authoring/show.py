@@ -1,9 +1,12 @@
 """``seif tool show``: one tool's audience, protection and connection, three separate sections.
 
 - ``audience``: every objective and its profile's rule for the tool (include, required,
-  exclude or none) and whether the engine discloses the tool there under current fixtures.
+  exclude or none) and whether the engine discloses the tool there under current fixtures, in
+  each of the objective's scenarios (``compiler.authoring.scenarios``: every combination of the
+  coordinate values its rules compare with, and none of them; the first, without coordinates,
+  is also the objective's own ``disclosed`` and ``reason``).
 - ``protection``: the project tests that name the tool (in ``include``, ``exclude`` or a call),
-  which are guards, whether each passes, and the objectives no guard covers.
+  which are guards, whether each passes, and the objectives and scenarios no guard covers.
 - ``connection``: the tool's entry in a bindings file, if one is given: revision, endpoint and
   secret reference, labelled ``configured`` (a placeholder endpoint is ``placeholder``). Never
   ``ready``: readiness is what the runtime observes of a running executor.
@@ -11,30 +14,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compiler.authoring.bindings import placeholder_endpoint
-from compiler.authoring.source import ProjectSource, compiled, tool_of
+from compiler.authoring.scenarios import Scenario, scenario_of, scenario_text, scenarios
+from compiler.authoring.source import AuthoringError, ProjectSource, compiled, tool_of
 from policy.engine.disclosure import Disclosure, disclose
-from policy.engine.testing import current_fixtures, run_tests
+from policy.engine.testing import coordinates_of, current_fixtures, run_tests
 from policy.ir import Profile, Project, ProjectTest, Tool
 
 
 @dataclass(frozen=True, slots=True)
 class Facts:
     """What every tool's report reads of the project, computed once: each objective's
-    disclosure under current fixtures, and whether each test passes."""
+    disclosure under current fixtures in each of its scenarios (the first without coordinates),
+    whether each test passes, and the objectives with too many scenarios to report each."""
 
-    disclosures: Mapping[str, Disclosure]
+    disclosures: Mapping[str, Sequence[tuple[Scenario, Disclosure]]]
     passed: Mapping[str, bool]
+    too_many: Mapping[str, str]
 
     @classmethod
     def of(cls, ir: Project) -> Facts:
         fixtures = current_fixtures(ir)
-        disclosures = {o.id: disclose(ir, o.id, fixtures) for o in ir.objectives}
-        return cls(disclosures, {r.id: r.passed for r in run_tests(ir).results})
+        disclosures, too_many = {}, {}
+        for o in ir.objectives:
+            try:
+                each = scenarios(ir, o.id)
+            except AuthoringError as exc:
+                each, too_many[o.id] = [{}], exc.diagnostics[0].message
+            disclosures[o.id] = [(at, disclose(ir, o.id, fixtures, at)) for at in each]
+        passed = {r.id: r.passed for r in run_tests(ir).results}
+        return cls(disclosures, passed, too_many)
 
 
 def show_tool(
@@ -94,20 +107,26 @@ def _rule_of(profile: Profile, tool_id: str) -> str:
     return "required" if rule.required else "include"
 
 
+def _seen(tool: Tool, at: Scenario, d: Disclosure) -> dict[str, Any]:
+    reason = None
+    if tool.id not in d.tool_ids:
+        reason = next((o.reason for o in d.omitted if o.id == tool.id), d.reason)
+    return {"coordinates": dict(at), "disclosed": tool.id in d.tool_ids, "reason": reason}
+
+
 def audience(ir: Project, tool: Tool, facts: Facts) -> dict[str, Any]:
     objectives = []
     for objective in ir.objectives:
-        d = facts.disclosures[objective.id]
-        reason = None
-        if tool.id not in d.tool_ids:
-            reason = next((o.reason for o in d.omitted if o.id == tool.id), d.reason)
+        each = [_seen(tool, at, d) for at, d in facts.disclosures[objective.id]]
         objectives.append(
             {
                 "objective": objective.id,
                 "profile": objective.profile,
                 "rule": _rule_of(ir.profile_by_id[objective.profile], tool.id),
-                "disclosed": tool.id in d.tool_ids,
-                "reason": reason,
+                "disclosed": each[0]["disclosed"],
+                "reason": each[0]["reason"],
+                "scenarios": each,
+                "tooManyScenarios": facts.too_many.get(objective.id),
             }
         )
     rules = {p.id: _rule_of(p, tool.id) for p in ir.profiles}
@@ -145,12 +164,27 @@ def protection(ir: Project, tool: Tool, facts: Facts) -> dict[str, Any]:
         if _names(t, tool.id)
     ]
     guarded = {t["objective"] for t in tests if t["guard"]}
+    at = {
+        (t.objective, _key(scenario_of(ir, t.objective, coordinates_of(t))))
+        for t in ir.tests
+        if t.guard and _names(t, tool.id)
+    }
     return {
         "tests": tests,
         "guards": [t["id"] for t in tests if t["guard"]],
         "unguardedObjectives": [o.id for o in ir.objectives if o.id not in guarded],
+        "unguardedScenarios": [
+            {"objective": o.id, "coordinates": dict(scenario)}
+            for o in ir.objectives
+            for scenario, _ in facts.disclosures[o.id]
+            if (o.id, _key(scenario)) not in at
+        ],
         "failing": [t["id"] for t in tests if not t["passed"]],
     }
+
+
+def _key(coordinates: Scenario) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(coordinates.items()))
 
 
 def connection(tool: Tool, bindings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -197,10 +231,15 @@ def text_lines(report: Mapping[str, Any]) -> list[str]:
     ):
         out.append(f"  {label}: {', '.join(a[key]) or '-'}")
     for o in a["objectives"]:
-        seen = "sees it" if o["disclosed"] else f"does not see it ({o['reason']})"
         out.append(
-            f"  objective {o['objective']} (profile {o['profile']}, rule {o['rule']}): {seen}"
+            f"  objective {o['objective']} (profile {o['profile']}, rule {o['rule']}): {_sees(o)}"
         )
+        if len(o["scenarios"]) > 1:
+            out += [
+                f"    at {scenario_text(x['coordinates'])}: {_sees(x)}" for x in o["scenarios"][1:]
+            ]
+        if o["tooManyScenarios"]:
+            out.append(f"    {o['tooManyScenarios']}")
     out += ["", "protection"]
     p = report["protection"]
     for test in p["tests"]:
@@ -212,8 +251,20 @@ def text_lines(report: Mapping[str, Any]) -> list[str]:
     if not p["tests"]:
         out.append("  no test names it")
     out.append(f"  objectives without a guard: {', '.join(p['unguardedObjectives']) or '-'}")
+    open_ = [
+        f"{x['objective']} at {scenario_text(x['coordinates'])}"
+        for x in p["unguardedScenarios"]
+        if x["coordinates"] or x["objective"] not in p["unguardedObjectives"]
+    ]
+    out.append(f"  scenarios without a guard: {'; '.join(open_) or '-'}")
     out += ["", "connection", *_connection_lines(report["connection"])]
     return out
+
+
+def _sees(seen: Mapping[str, Any]) -> str:
+    if seen["disclosed"]:
+        return "sees it"
+    return f"does not see it ({seen['reason']})" if seen["reason"] else "does not see it"
 
 
 def _connection_lines(c: Mapping[str, Any]) -> list[str]:

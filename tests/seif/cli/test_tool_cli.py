@@ -311,3 +311,21 @@ def test_check_call_at_coordinates_names_the_condition(tmp_path: Path, suffix: s
     assert as_json["condition"]["when"] == "context.consumer == 'trial'"
     claims = seif(*call, "--claims", "{}")
     assert claims.returncode == 2 and "--claims" in claims.stderr  # identity is another issue
+
+
+def test_protect_and_show_cover_every_scenario(tmp_path: Path) -> None:
+    path = coordinates_project(tmp_path, ".seif")
+    shown = seif("tool", "show", "--project", str(path), "--tool", "propose-change")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "  objective authoring (profile authoring, rule include): sees it" in lines
+    assert "    at environment production: does not see it (CONDITION_NOT_MET)" in lines
+    assert "    at consumer trial, deployment canary: sees it" in lines
+    gaps = next(line for line in lines if line.startswith("  scenarios without a guard: "))
+    assert "authoring at consumer trial, environment production" in gaps
+    protected = seif("tool", "protect", "--project", str(path), "--tool", "propose-change")
+    assert protected.returncode == 0, protected.stderr
+    assert "propose-change-audience-authoring-at-trial-production-canary" in protected.stdout
+    again = seif("tool", "show", "--project", str(path), "--tool", "propose-change")
+    assert "  scenarios without a guard: -" in again.stdout.splitlines()
+    assert seif("test", "--project", str(path)).returncode == 1  # the corpus's failing tests
