@@ -18,6 +18,7 @@ from seif.cli import (
     bundle,
     convert,
     design,
+    evaluate,
     fmt,
     project,
     promote,
@@ -51,6 +52,7 @@ COMMANDS = (
     bindings,  # bindings template
     release,
     tool,  # tool new, include, protect, show, check-call
+    evaluate,  # eval
     starter,
     design,
 )

@@ -1,0 +1,274 @@
+"""`seif eval` (cli.md): what a context of an objective discloses and how one call is decided,
+by the engine alone, in text and as exactly the spec's JSON document; and the same answers as the
+runtime gives a context resolved at the same coordinates, on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.authoring.evaluate import Call, document, evaluate
+from compiler.authoring.source import AuthoringError, load_source
+from compiler.builds.build import write_build
+from compiler.driver import compile_document
+from compiler.seif.printer import to_seif
+from seif.cli import COMMANDS
+from seif.cli import evaluate as eval_command
+from tests.support.paths import ROOT
+from tests.support.runtime_harness import run_async, running_stack
+
+CASE = ROOT / "corpus" / "project-tests" / "reference-coordinates.json"
+PROPOSAL = {
+    "target": "course/data-literacy/module-2/lesson-3",
+    "kind": "correct",
+    "summary": "State that extreme values can shift the median in very small samples.",
+}
+READ = {"ref": "course/data-literacy/module-2/lesson-3"}
+TOP = {
+    "objective",
+    "coordinates",
+    "resolution",
+    "messages",
+    "tools",
+    "omitted",
+    "tokens",
+    "decision",
+}
+
+
+def project_doc() -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(CASE.read_text(encoding="utf-8"))["project"]
+    return found
+
+
+@pytest.fixture(params=[".json", ".seif"])
+def path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    target = tmp_path / f"project{request.param}"
+    doc = project_doc()
+    target.write_text(json.dumps(doc, indent=2) if request.param == ".json" else to_seif(doc))
+    return target
+
+
+def seif(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "seif", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def ev(path: Path, objective: str = "authoring", **options: Any) -> dict[str, Any]:
+    return document(evaluate(load_source(path), objective=objective, **options))
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+def test_the_json_document_has_exactly_the_spec_s_shape(path: Path) -> None:
+    report = ev(
+        path, coordinates={"environment": "production"}, call=Call("propose-change", PROPOSAL, True)
+    )
+    assert set(report) == TOP
+    assert report["coordinates"] == {"consumer": "", "environment": "production", "deployment": ""}
+    assert report["resolution"] == "RESOLVED"
+    assert [m["id"] for m in report["messages"]][:2] == [
+        "authoring-role",
+        "authoring-review-policy",
+    ]
+    assert all(set(m) == {"id", "role", "text"} for m in report["messages"])
+    assert [t["name"] for t in report["tools"]] == ["inspect_context", "search_knowledge"]
+    assert all(set(t) == {"name", "description", "parameters"} for t in report["tools"])
+    assert report["omitted"] == [{"tool": "propose-change", "reason": "CONDITION_NOT_MET"}]
+    assert set(report["tokens"]) == {"messages", "tools", "total", "ceiling", "estimated"}
+    decision = report["decision"]
+    assert set(decision) == {"outcome", "reason", "explanation"}
+    assert (decision["outcome"], decision["reason"]) == ("DENY", "TOOL_NOT_DISCLOSED")
+    assert decision["explanation"]["pointer"] == "/profiles/1/toolRules/2"
+    nothing_asked = ev(path)
+    assert nothing_asked["decision"] is None and nothing_asked["omitted"] == []
+
+
+def test_calls_are_decided_at_the_coordinates_with_the_explanation(path: Path) -> None:
+    trial = ev(path, coordinates={"consumer": "trial"}, call=Call("propose_change", PROPOSAL, True))
+    assert trial["decision"]["reason"] == "CONDITION_DENIED"
+    assert trial["decision"]["explanation"] == {
+        "pointer": "/profiles/1/toolRules/2/conditions/0",
+        "profile": "authoring",
+        "rule": 2,
+        "condition": 0,
+        "tool": "propose-change",
+        "detail": "trial accounts do not propose changes",
+    }
+    canary = ev(path, coordinates={"deployment": "canary"}, call=Call("inspect-context", READ))
+    assert canary["decision"]["reason"] == "APPROVAL_REQUIRED"
+    assert canary["decision"]["explanation"]["condition"] == 0
+    approved = ev(
+        path, coordinates={"deployment": "canary"}, call=Call("inspect-context", READ, True)
+    )
+    assert approved["decision"] == {
+        "outcome": "ALLOW",
+        "reason": None,
+        "explanation": {
+            "pointer": "/profiles/1/toolRules/0",
+            "profile": "authoring",
+            "rule": 0,
+            "tool": "inspect-context",
+        },
+    }
+    invalid = ev(path, call=Call("propose-change", {"kind": 3}))
+    detail = invalid["decision"]["explanation"]["detail"]
+    assert detail.startswith("invalid arguments: ") and "/kind: " in detail and "`target`" in detail
+    assert "3" not in detail.removeprefix("invalid arguments: ").split("/kind: ")[1][:9]  # no value
+
+
+def test_a_blocked_resolution_lists_what_blocks_it(path: Path) -> None:
+    doc = project_doc()
+    doc["toolFixtures"] = {"search-knowledge": doc["toolFixtures"]["search-knowledge"]}
+    blocked = path.with_name("blocked.json")
+    blocked.write_text(json.dumps(doc))
+    report = ev(blocked, fixtures="project", call=Call("inspect-context", READ))
+    assert report["resolution"] == "BLOCKED" and report["messages"] == [] and report["tools"] == []
+    assert report["omitted"][0] == {"tool": "inspect-context", "reason": "TOOL_UNAVAILABLE"}
+    assert report["decision"]["reason"] == "CONTEXT_UNKNOWN"  # a blocked resolution opens none
+    assert ev(blocked)["resolution"] == "RESOLVED"  # current fixtures: every tool is READY
+
+
+def test_eval_agrees_with_the_project_tests(path: Path) -> None:
+    """Each corpus test's first call, evaluated at the test's coordinates, is decided as the
+    test's run decides it, and the disclosure is the test's."""
+    project = compile_document(project_doc()).project
+    assert project is not None
+    from policy.engine.testing import run_tests
+
+    results = {r.id: r for r in run_tests(project).results}
+    for test in project.tests:
+        calls = test.expect.tools.calls if test.expect.tools else ()
+        at = test.coordinates.given() if test.coordinates else {}
+        first = Call(calls[0].tool, calls[0].arguments, calls[0].approved) if calls else None
+        report = ev(path, test.objective, coordinates=at, call=first)
+        for assertion in results[test.id].assertions:
+            if assertion.subject.startswith("include tool "):
+                tool = project.tool_by_id[assertion.subject.removeprefix("include tool ")]
+                shown = tool.name in [t["name"] for t in report["tools"]]
+                assert shown == (assertion.actual == "disclosed"), (test.id, assertion)
+            if assertion.pointer.endswith("/calls/0"):
+                d = report["decision"]
+                assert assertion.actual == d["outcome"] + (f" {d['reason']}" if d["reason"] else "")
+
+
+def test_an_unknown_objective_is_refused(path: Path) -> None:
+    with pytest.raises(AuthoringError) as refused:
+        evaluate(load_source(path), objective="author")
+    assert refused.value.diagnostics[0].code == "UNKNOWN_OBJECTIVE"
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def test_the_command_is_listed_with_its_example() -> None:
+    assert eval_command in COMMANDS
+    assert eval_command.EXAMPLE.startswith("seif eval --project ")
+    helped = seif("eval", "--help")
+    assert helped.returncode == 0 and "example:\n  seif eval --project" in helped.stdout
+    for later in ("--claims", "--subject", "--after"):  # identity and flows: other issues
+        assert later not in helped.stdout
+
+
+def test_text_output_and_exit_codes(path: Path) -> None:
+    base = ["eval", "--project", str(path), "--objective", "authoring"]
+    call = ["--call", "propose-change", "--arguments", json.dumps(PROPOSAL), "--approved"]
+    hidden = seif(*base, "--environment", "production", *call)
+    assert hidden.returncode == 1, hidden.stderr
+    lines = hidden.stdout.splitlines()
+    assert lines[0] == "objective authoring at environment production: RESOLVED (profile authoring)"
+    assert (
+        "tools (2): inspect_context (inspect-context), search_knowledge (search-knowledge)" in lines
+    )
+    assert "  tool propose-change: CONDITION_NOT_MET" in lines
+    assert any("rule when: context.environment != 'production' is false here" in x for x in lines)
+    assert "call propose-change: DENIED TOOL_NOT_DISCLOSED" in lines
+    assert lines[-1] == "(simulated by the engine alone; nothing was dispatched)"
+    trial = seif(*base, "--consumer", "trial", *call)
+    assert trial.returncode == 1
+    assert "    when: context.consumer == 'trial'" in trial.stdout.splitlines()
+    assert seif(*base, "--environment", "staging", *call).returncode == 0
+    assert seif(*base, "--environment", "production").returncode == 0  # nothing asked
+    as_json = seif(*base, "--deployment", "canary", "--json")
+    assert as_json.returncode == 0 and set(json.loads(as_json.stdout)) == TOP
+    assert seif(*base, "--arguments", "{}").returncode == 2
+    assert seif(*base, "--call", "propose-change").returncode == 2
+    not_json = seif(*base, "--call", "propose-change", "--arguments", "{x", "--json")
+    assert not_json.returncode == 2
+    assert json.loads(not_json.stdout)["diagnostics"][0]["code"] == "ARGUMENTS_NOT_JSON"
+    unknown = seif("eval", "--project", str(path), "--objective", "author")
+    assert unknown.returncode == 2 and "UNKNOWN_OBJECTIVE" in unknown.stderr
+    assert seif(*base, "--claims", "{}").returncode == 2
+
+
+def test_an_invalid_project_exits_1_with_its_diagnostics(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**project_doc(), "objectives": [{"id": "x", "profile": "nope"}]}))
+    out = seif("eval", "--project", str(bad), "--objective", "x")
+    assert out.returncode == 1 and "UNKNOWN_PROFILE" in out.stderr
+    assert (
+        seif("eval", "--project", str(tmp_path / "missing.json"), "--objective", "x").returncode
+        == 2
+    )
+
+
+# --- what the runtime answers at the same coordinates -------------------------------------------
+
+
+def test_eval_answers_as_the_runtime_does_at_the_same_coordinates(tmp_path: Path) -> None:
+    """The runtime serving the project's build, resolving at the coordinates and deciding the
+    same call, gives what `seif eval` says: messages, tools, omissions and the decision."""
+    project = compile_document(project_doc()).project
+    assert project is not None
+    write_build(project, tmp_path / "build")
+    source = tmp_path / "project.json"
+    source.write_text(json.dumps(project_doc()))
+    cases = [
+        ({"environment": "production"}, "propose-change", PROPOSAL),
+        ({"consumer": "trial", "environment": "staging"}, "propose-change", PROPOSAL),
+        ({"deployment": "canary"}, "inspect-context", READ),
+        ({"deployment": "stable"}, "inspect-context", READ),
+    ]
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path) as stack:
+            for k, (at, tool, arguments) in enumerate(cases):
+                resolved = await stack.resolve("authoring", **at)
+                said = ev(source, coordinates=at, call=Call(tool, arguments))
+                assert [m["id"] for m in resolved["messages"]] == [
+                    m["id"] for m in said["messages"]
+                ]
+                assert resolved["tools"] == said["tools"]
+                assert [(o["id"], o["reason"]) for o in resolved["omitted"]] == [
+                    (o["tool"], o["reason"]) for o in said["omitted"]
+                ]
+                reply = await stack.call(
+                    "POST",
+                    "/v1/context/tools/execute",
+                    {
+                        "contextRef": resolved["contextRef"],
+                        "tool": tool,
+                        "callId": f"c-{k}",
+                        "arguments": arguments,
+                    },
+                )
+                assert reply.status == 200, reply
+                receipt = reply.body
+                decision = said["decision"]
+                if decision["outcome"] == "ALLOW":
+                    assert receipt["status"] == "SUCCEEDED", receipt
+                else:
+                    assert receipt["reason"] == decision["reason"], (at, receipt, decision)
+
+    run_async(scenario())
