@@ -14,30 +14,13 @@ import pytest
 
 from compiler.authoring.checkcall import check_call, text_lines
 from compiler.authoring.source import AuthoringError, load_source
-from compiler.seif.printer import to_seif
 from policy.engine.testing import run_tests
-from tests.support.paths import ROOT
-
-CASE = ROOT / "corpus" / "project-tests" / "reference-coordinates.json"
-PROPOSAL = {
-    "target": "course/data-literacy/module-2/lesson-3",
-    "kind": "correct",
-    "summary": "State that extreme values can shift the median in very small samples.",
-}
-READ = {"ref": "course/data-literacy/module-2/lesson-3"}
+from tests.support.coordinates import PROPOSAL, READ, coordinates_doc, write_project
 
 
-def document() -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(CASE.read_text(encoding="utf-8"))["project"]
-    return found
-
-
-@pytest.fixture(params=["json", "seif"])
+@pytest.fixture(params=[".json", ".seif"])
 def path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    target = tmp_path / f"project.{request.param}"
-    doc = document()
-    target.write_text(json.dumps(doc, indent=2) if request.param == "json" else to_seif(doc))
-    return target
+    return write_project(tmp_path, coordinates_doc(), request.param)
 
 
 def check(path: Path, tool: str, arguments: Any, **options: Any) -> dict[str, Any]:
@@ -108,7 +91,7 @@ def test_a_condition_that_requires_approval_is_named(path: Path) -> None:
 
 
 def test_a_condition_that_fails_to_evaluate_says_why(tmp_path: Path) -> None:
-    doc = document()
+    doc = coordinates_doc()
     rule = doc["profiles"][1]["toolRules"][0]
     rule["conditions"] = [{"when": "args.depth > 2", "then": "DENY", "reason": "deep reads"}]
     path = tmp_path / "p.json"

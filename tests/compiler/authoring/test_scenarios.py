@@ -20,24 +20,20 @@ from compiler.authoring.scenarios import (
 from compiler.authoring.show import show_tool
 from compiler.authoring.source import AuthoringError, load_source, save
 from compiler.driver import compile_document, compile_file
-from compiler.seif.printer import to_seif
 from policy.engine.disclosure import disclose
 from policy.engine.testing import current_fixtures, run_tests
-from tests.support.paths import ROOT
-
-CASE = ROOT / "corpus" / "project-tests" / "reference-coordinates.json"
+from tests.support.coordinates import coordinates_doc, write_project
 
 
 def document() -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(CASE.read_text(encoding="utf-8"))["project"]
+    """The corpus project without the tests that fail on purpose."""
+    found = coordinates_doc()
     found["tests"] = [t for t in found["tests"] if not t["id"].startswith("claims-")]
     return found
 
 
 def write(tmp_path: Path, doc: dict[str, Any], kind: str) -> Path:
-    path = tmp_path / f"project.{kind}"
-    path.write_text(json.dumps(doc, indent=2) if kind == "json" else to_seif(doc))
-    return path
+    return write_project(tmp_path, doc, f".{kind}")
 
 
 # --- the values rules mention -------------------------------------------------------------------

@@ -5,8 +5,6 @@ runtime gives a context resolved at the same coordinates, on loopback."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +14,17 @@ from compiler.authoring.evaluate import Call, document, evaluate
 from compiler.authoring.source import AuthoringError, load_source
 from compiler.builds.build import write_build
 from compiler.driver import compile_document
-from compiler.seif.printer import to_seif
 from seif.cli import COMMANDS
 from seif.cli import evaluate as eval_command
-from tests.support.paths import ROOT
+from tests.support.coordinates import (
+    PROPOSAL,
+    READ,
+    coordinates_doc,
+    seif,
+    write_project,
+)
 from tests.support.runtime_harness import run_async, running_stack
 
-CASE = ROOT / "corpus" / "project-tests" / "reference-coordinates.json"
-PROPOSAL = {
-    "target": "course/data-literacy/module-2/lesson-3",
-    "kind": "correct",
-    "summary": "State that extreme values can shift the median in very small samples.",
-}
-READ = {"ref": "course/data-literacy/module-2/lesson-3"}
 TOP = {
     "objective",
     "coordinates",
@@ -41,27 +37,9 @@ TOP = {
 }
 
 
-def project_doc() -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(CASE.read_text(encoding="utf-8"))["project"]
-    return found
-
-
 @pytest.fixture(params=[".json", ".seif"])
 def path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    target = tmp_path / f"project{request.param}"
-    doc = project_doc()
-    target.write_text(json.dumps(doc, indent=2) if request.param == ".json" else to_seif(doc))
-    return target
-
-
-def seif(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "seif", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return write_project(tmp_path, coordinates_doc(), request.param)
 
 
 def ev(path: Path, objective: str = "authoring", **options: Any) -> dict[str, Any]:
@@ -129,7 +107,7 @@ def test_calls_are_decided_at_the_coordinates_with_the_explanation(path: Path) -
 
 
 def test_a_blocked_resolution_lists_what_blocks_it(path: Path) -> None:
-    doc = project_doc()
+    doc = coordinates_doc()
     doc["toolFixtures"] = {"search-knowledge": doc["toolFixtures"]["search-knowledge"]}
     blocked = path.with_name("blocked.json")
     blocked.write_text(json.dumps(doc))
@@ -143,7 +121,7 @@ def test_a_blocked_resolution_lists_what_blocks_it(path: Path) -> None:
 def test_eval_agrees_with_the_project_tests(path: Path) -> None:
     """Each corpus test's first call, evaluated at the test's coordinates, is decided as the
     test's run decides it, and the disclosure is the test's."""
-    project = compile_document(project_doc()).project
+    project = compile_document(coordinates_doc()).project
     assert project is not None
     from policy.engine.testing import run_tests
 
@@ -214,7 +192,9 @@ def test_text_output_and_exit_codes(path: Path) -> None:
 
 def test_an_invalid_project_exits_1_with_its_diagnostics(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**project_doc(), "objectives": [{"id": "x", "profile": "nope"}]}))
+    bad.write_text(
+        json.dumps({**coordinates_doc(), "objectives": [{"id": "x", "profile": "nope"}]})
+    )
     out = seif("eval", "--project", str(bad), "--objective", "x")
     assert out.returncode == 1 and "UNKNOWN_PROFILE" in out.stderr
     assert (
@@ -229,11 +209,11 @@ def test_an_invalid_project_exits_1_with_its_diagnostics(tmp_path: Path) -> None
 def test_eval_answers_as_the_runtime_does_at_the_same_coordinates(tmp_path: Path) -> None:
     """The runtime serving the project's build, resolving at the coordinates and deciding the
     same call, gives what `seif eval` says: messages, tools, omissions and the decision."""
-    project = compile_document(project_doc()).project
+    project = compile_document(coordinates_doc()).project
     assert project is not None
     write_build(project, tmp_path / "build")
     source = tmp_path / "project.json"
-    source.write_text(json.dumps(project_doc()))
+    source.write_text(json.dumps(coordinates_doc()))
     cases = [
         ({"environment": "production"}, "propose-change", PROPOSAL),
         ({"consumer": "trial", "environment": "staging"}, "propose-change", PROPOSAL),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,21 +11,11 @@ import pytest
 from compiler.authoring.protect import protect_tool
 from compiler.authoring.source import load_source, save
 from compiler.authoring.tools import include_tool, new_tool
-from compiler.seif.printer import to_seif
+from tests.support.coordinates import PROPOSAL, coordinates_doc, seif, write_project
 from tests.support.paths import ROOT
 
 REFERENCE = ROOT / "reference" / "agent-tools"
 TICKET = {"title": "Printer jammed", "description": "Floor 2", "priority": "low"}
-
-
-def seif(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "seif", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture(params=["json", "seif"])
@@ -273,14 +261,7 @@ def test_show_refuses_a_file_that_is_not_a_bindings_file(project: Path, tmp_path
 
 def coordinates_project(tmp_path: Path, suffix: str) -> Path:
     """The project-test corpus's reference project with rules on each coordinate."""
-    case = ROOT / "corpus" / "project-tests" / "reference-coordinates.json"
-    doc = json.loads(case.read_text(encoding="utf-8"))["project"]
-    target = tmp_path / f"coordinates{suffix}"
-    target.write_text(json.dumps(doc, indent=2) if suffix == ".json" else to_seif(doc))
-    return target
-
-
-PROPOSAL = {"target": "course/data-literacy/module-2/lesson-3", "kind": "correct", "summary": "x"}
+    return write_project(tmp_path, coordinates_doc(), suffix)
 
 
 @pytest.mark.parametrize("suffix", [".json", ".seif"])
