@@ -5,7 +5,7 @@ Each ``FunctionTool`` carries the exact JSON schema the context disclosed, with
 ``strict_json_schema=False`` (the Agents SDK's strict mode would rewrite the schema, and the
 model must see what the contract digest covers). Invoked by the Agents SDK, it executes
 through the turn with the tool call's id (``ToolContext.tool_call_id``) and returns the text
-of :func:`seif.integrations.receipt_text`: the output for a call that succeeded, and for any
+of :func:`seif.receipt_text`: the output for a call that succeeded, and for any
 other receipt its status, reason and what it means. Arguments that are not a JSON object are
 told to the model as such, and nothing is executed.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from seif.integrations.receipts import receipt_text
+from seif.sdk.text import receipt_text
 from seif.sdk.turns import Turn
 from seif.sdk.types import ToolSchema
 
