@@ -13,6 +13,7 @@ import pytest
 
 from seif import Receipt, RuntimeClient, receipt_text
 from seif.sdk.text import REASON_NOTES, STATUS_NOTES
+from tests.support.paths import ROOT
 from tests.support.runtime_harness import APP_TOKEN, run_async, running_stack
 
 AUTHORING = {"objective": "authoring", "consumer": "course-authoring"}
@@ -95,3 +96,14 @@ def test_a_success_is_its_output_and_a_repeat_is_not_a_new_success() -> None:
     again = _told(Receipt("c", "t", "SUCCEEDED", duplicate=True))
     assert again["duplicate"] is True and "not delivered twice" in again["note"]
     assert set(REASON_NOTES) >= {"ARGUMENTS_INVALID", "APPROVAL_REQUIRED", "REJECTED"}
+
+
+TEXTS = ROOT / "sdk" / "typescript" / "test" / "receipt-texts.json"
+
+
+@pytest.mark.parametrize(
+    "case", json.loads(TEXTS.read_text(encoding="utf-8")), ids=lambda case: case["case"]
+)
+def test_the_typescript_sdk_is_checked_against_the_same_texts(case: dict[str, Any]) -> None:
+    """sdk/typescript/test/text.test.ts checks ``receiptText`` against these very cases."""
+    assert receipt_text(Receipt.from_wire(case["receipt"])) == case["text"]
