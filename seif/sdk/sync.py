@@ -94,22 +94,11 @@ class SyncTurn(turns.TurnView):
         return self._client.approval_status(self._record.context.context_ref, call_id)
 
     def wait_for_approval(
-        self,
-        call_id: str,
-        *,
-        timeout_s: float,
-        interval_s: float = 0.5,
-        max_interval_s: float = 5.0,
-        backoff: float = 1.5,
+        self, call_id: str, *, timeout_s: float, **polling: float
     ) -> ApprovalStatus:
         """:meth:`seif.sdk.turns.Turn.wait_for_approval`, blocking."""
         return self._client.wait_for_approval(
-            self._record.context.context_ref,
-            call_id,
-            timeout_s=timeout_s,
-            interval_s=interval_s,
-            max_interval_s=max_interval_s,
-            backoff=backoff,
+            self._record.context.context_ref, call_id, timeout_s=timeout_s, **polling
         )
 
 

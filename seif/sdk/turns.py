@@ -213,25 +213,15 @@ class Turn(TurnView):
         return await self._client.approval_status(self._record.context.context_ref, call_id)
 
     async def wait_for_approval(
-        self,
-        call_id: str,
-        *,
-        timeout_s: float,
-        interval_s: float = 0.5,
-        max_interval_s: float = 5.0,
-        backoff: float = 1.5,
+        self, call_id: str, *, timeout_s: float, **polling: float
     ) -> ApprovalStatus:
         """Wait until an approver decided on the call ``call_id`` of this turn's context, or
-        ``timeout_s`` passed: the client's ``wait_for_approval`` (the last status read;
-        ``PENDING`` when the time ran out). The application reads approvals; it never grants
+        ``timeout_s`` passed: the client's ``wait_for_approval`` (``polling``: its
+        ``interval_s``, ``max_interval_s`` and ``backoff``), which returns the last status read
+        (``PENDING`` when the time ran out). The application reads approvals; it never grants
         them."""
         return await self._client.wait_for_approval(
-            self._record.context.context_ref,
-            call_id,
-            timeout_s=timeout_s,
-            interval_s=interval_s,
-            max_interval_s=max_interval_s,
-            backoff=backoff,
+            self._record.context.context_ref, call_id, timeout_s=timeout_s, **polling
         )
 
 

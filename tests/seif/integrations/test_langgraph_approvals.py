@@ -20,7 +20,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from seif import RuntimeClient, Turn
 from seif.integrations.langgraph import as_tools, held_calls, resume
-from tests.support.approval_harness import ApprovalStack, approval_stack
+from tests.support.approval_harness import approval_stack, decide
 from tests.support.runtime_harness import APP_TOKEN, PROPOSAL, READ_ARGS, run_async
 
 AUTHORING = {"objective": "authoring", "consumer": "course-authoring"}
@@ -49,12 +49,6 @@ def _calls(*calls: tuple[str, str, dict[str, Any]]) -> AIMessage:
     )
 
 
-async def _held(a: ApprovalStack, call_id: str) -> str:
-    listed = {item["callId"]: item["pendingId"] for item in await a.pending()}
-    assert call_id in listed, listed
-    return listed[call_id]
-
-
 def _tool_messages(out: dict[str, Any]) -> dict[str, ToolMessage]:
     return {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
 
@@ -77,7 +71,7 @@ def test_a_held_write_interrupts_the_graph_and_runs_once_when_resumed(tmp_path: 
                 assert held["w1"].value["seif"]["name"] == "propose_change"
                 early = await graph.ainvoke(resume(out["__interrupt__"]), CONFIG)
                 assert list(held_calls(early["__interrupt__"])) == ["w1"]  # waits again
-                assert (await a.decide("approve", await _held(a, "w1"))).status == 200
+                await decide(a, "approve", "w1")
                 assert (await turn.wait_for_approval("w1", timeout_s=5)).approved
                 return await graph.ainvoke(resume(early["__interrupt__"]), CONFIG)
 
@@ -110,7 +104,7 @@ def test_a_rejected_write_is_a_refusal_and_never_runs(tmp_path: Path) -> None:
             async def handler(turn: Turn) -> dict[str, Any]:
                 graph = _graph(turn, answers)
                 out = await graph.ainvoke({"messages": [("user", "improve lesson 3")]}, CONFIG)
-                assert (await a.decide("reject", await _held(a, "w2"))).status == 200
+                await decide(a, "reject", "w2")
                 assert (await turn.wait_for_approval("w2", timeout_s=5)).state == "REJECTED"
                 return await graph.ainvoke(resume(out["__interrupt__"]), CONFIG)
 

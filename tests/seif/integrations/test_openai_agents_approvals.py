@@ -12,19 +12,21 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agents import Agent, Runner
 
-from seif import RuntimeClient, Turn
+from seif import Delivery, RuntimeClient, Turn
 from seif.integrations.openai_agents import apply_approvals, as_function_tools
-from tests.support.approval_harness import ApprovalStack, approval_stack
+from tests.support.approval_harness import ApprovalStack, approval_stack, decide
 from tests.support.paths import ROOT
 from tests.support.runtime_harness import APP_TOKEN, PROPOSAL, READ_ARGS, run_async
 from tests.support.scripted_models import RUN, ScriptedModel, answer, function_call, outputs
 
 AUTHORING = {"objective": "authoring", "consumer": "course-authoring"}
+T = TypeVar("T")
 
 
 def _agent(turn: Turn, model: ScriptedModel) -> Agent[Any]:
@@ -36,11 +38,9 @@ def _note(text: str) -> dict[str, Any]:
     return found
 
 
-async def _held(a: ApprovalStack, call_id: str) -> str:
-    """The approval server's pending id of the call ``call_id`` (it must be listed)."""
-    listed = {item["callId"]: item["pendingId"] for item in await a.pending()}
-    assert call_id in listed, listed
-    return listed[call_id]
+async def _turn(a: ApprovalStack, handler: Callable[[Turn], Awaitable[T]]) -> Delivery[T]:
+    async with RuntimeClient(a.runtime.runtime, APP_TOKEN) as sdk:
+        return await sdk.run_agent_turn(AUTHORING, handler)
 
 
 async def _dispatched(a: ApprovalStack) -> dict[str, int]:
@@ -70,14 +70,12 @@ def test_a_write_interrupts_the_run_and_runs_once_after_approval(tmp_path: Path)
                 state = result.to_state()
                 waiting = await apply_approvals(turn, state)  # undecided: still waiting
                 assert [i.call_id for i in waiting] == ["w1"]
-                done = await a.decide("approve", await _held(a, "w1"))
-                assert done.status == 200, done
+                await decide(a, "approve", "w1")
                 assert await apply_approvals(turn, state, timeout_s=5) == []
                 resumed = await Runner.run(agent, state, run_config=RUN)
                 return resumed.final_output
 
-            async with RuntimeClient(a.runtime.runtime, APP_TOKEN) as sdk:
-                delivery = await sdk.run_agent_turn(AUTHORING, handler)
+            delivery = await _turn(a, handler)
             assert delivery.result == "proposed"
             assert [(r.call_id, r.status, r.reason) for r in delivery.receipts] == [
                 ("r1", "SUCCEEDED", None),
@@ -106,8 +104,7 @@ async def _interrupted(a: ApprovalStack, saved: Path) -> str:
         saved.write_text(json.dumps(kept), encoding="utf-8")
         return turn.context.context_ref
 
-    async with RuntimeClient(a.runtime.runtime, APP_TOKEN) as sdk:
-        return (await sdk.run_agent_turn(AUTHORING, handler)).result
+    return (await _turn(a, handler)).result
 
 
 async def _resume_in_a_new_process(a: ApprovalStack, saved: Path) -> dict[str, Any]:
@@ -141,8 +138,7 @@ def test_a_new_process_resumes_the_serialized_run_and_the_write_runs_once(
         async with approval_stack(tmp_path) as a:
             context_ref = await _interrupted(a, saved)
             assert await _dispatched(a) == {}
-            done = await a.decide("approve", await _held(a, "w7"))
-            assert done.status == 200, done
+            await decide(a, "approve", "w7")
             resumed = await _resume_in_a_new_process(a, saved)
             assert resumed["contextRef"] == context_ref  # the same context: not resolved again
             assert (resumed["final"], resumed["waiting"]) == ("proposed after a restart", [])
@@ -167,13 +163,11 @@ def test_a_rejection_in_seif_is_a_refusal_the_model_reads(tmp_path: Path) -> Non
                 agent = _agent(turn, model)
                 result = await Runner.run(agent, "improve lesson 3", run_config=RUN)
                 state = result.to_state()
-                done = await a.decide("reject", await _held(a, "w2"))
-                assert done.status == 200, done
+                await decide(a, "reject", "w2")
                 assert await apply_approvals(turn, state, timeout_s=5) == []
                 return (await Runner.run(agent, state, run_config=RUN)).final_output
 
-            async with RuntimeClient(a.runtime.runtime, APP_TOKEN) as sdk:
-                delivery = await sdk.run_agent_turn(AUTHORING, handler)
+            delivery = await _turn(a, handler)
             assert delivery.result == "ok"
             note = _note(outputs(model.inputs[1])["w2"])
             assert (note["status"], note["reason"]) == ("DENIED", "REJECTED")
@@ -205,13 +199,12 @@ def test_the_sdks_own_approval_grants_nothing(tmp_path: Path) -> None:
                     state.approve(item)  # not seif's approval
                 result = await Runner.run(agent, state, run_config=RUN)
                 state = result.to_state()
-                await a.decide("reject", await _held(a, "w4"))
+                await decide(a, "reject", "w4")
                 for item in state.get_interruptions():
                     state.approve(item)
                 return (await Runner.run(agent, state, run_config=RUN)).final_output
 
-            async with RuntimeClient(a.runtime.runtime, APP_TOKEN) as sdk:
-                delivery = await sdk.run_agent_turn(AUTHORING, handler)
+            delivery = await _turn(a, handler)
             assert delivery.result == "ok"
             waiting = _note(outputs(model.inputs[1])["w3"])
             assert (waiting["status"], waiting["reason"]) == ("DENIED", "APPROVAL_REQUIRED")
@@ -236,8 +229,7 @@ def test_a_call_seif_refuses_outright_is_told_not_interrupted(tmp_path: Path) ->
                 assert result.interruptions == []
                 return result.final_output
 
-            async with RuntimeClient(a.runtime.runtime, APP_TOKEN) as sdk:
-                delivery = await sdk.run_agent_turn(AUTHORING, handler)
+            delivery = await _turn(a, handler)
             assert delivery.result == "fixed"
             assert [(r.call_id, r.reason) for r in delivery.receipts] == [
                 ("w5", "ARGUMENTS_INVALID")
