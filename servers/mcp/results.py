@@ -9,7 +9,7 @@
 - ``SUCCEEDED``: the output as JSON text, and as ``structuredContent`` when it is an object.
 - Anything else, and a duplicate: ``isError: true``, a text saying what happened and what to
   do (for ``ARGUMENTS_INVALID``, each schema error's pointer and message, bounded, never a
-  value), and the receipt's ``status``, ``reason`` and ``duplicate`` in
+  value: :mod:`policy.feedback`), and the receipt's ``status``, ``reason`` and ``duplicate`` in
   ``_meta["io.seif/receipt"]``. Never a ``structuredContent``: the tool's ``outputSchema``
   describes its output, which an error result does not carry, and clients such as the official
   TypeScript SDK reject a whole result whose ``structuredContent`` the schema does not admit.
@@ -17,13 +17,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as mt
 
 from policy import reasons as R
 from policy.engine.disclosure import Disclosure
+from policy.feedback import argument_errors
 from policy.ir import Tool
 from policy.json.strict import dumps
 from policy.json.value import thaw
@@ -32,14 +33,6 @@ from servers.wire import reasons
 CALL_ID_META = "io.seif/callId"
 CONTEXT_META = "io.seif/contextRef"
 RECEIPT_META = "io.seif/receipt"
-ERRORS_SHOWN = 10
-"""How many of a refused call's schema errors its text names (then how many more there are)."""
-MESSAGE_CHARS = 160
-POINTER_CHARS = 120
-"""How much of one schema error's message and pointer the text shows."""
-VALUE_SHOWN = frozenset({"minimum", "maximum"})
-"""The keywords whose engine message begins with the value itself (``5`` is less than the
-minimum ``10``): the text says "the value" instead, as a model's text never carries one."""
 
 ADVICE = {
     R.TOOL_NOT_DISCLOSED: "this tool is not available here; list the tools and use one listed",
@@ -182,34 +175,13 @@ def explain(status: str, reason: str | None, duplicate: bool) -> str:
 
 def _specifics(receipt: Mapping[str, Any]) -> str:
     """What the receipt says beyond its reason that helps to fix the call: the schema errors
-    of refused arguments, the executor's own error code."""
+    of refused arguments (:mod:`policy.feedback`: bounded, never a value), the executor's own
+    error code."""
     if receipt.get("duplicate"):
         return ""
     decision = receipt.get("decision")
     errors = decision.get("errors") if isinstance(decision, Mapping) else None
     if receipt.get("reason") == R.ARGUMENTS_INVALID and errors:
-        return " " + schema_errors(errors)
+        return f" To fix: {argument_errors(errors).text()}."
     code = receipt.get("executorError")
     return f" The executor's error code: `{code}`." if isinstance(code, str) else ""
-
-
-def schema_errors(errors: Sequence[Mapping[str, Any]]) -> str:
-    """The schema errors as the model reads them: where (a JSON pointer into the arguments)
-    and what is wrong, the first :data:`ERRORS_SHOWN`, each cut short, never a value."""
-    shown = "; ".join(_schema_error(e) for e in errors[:ERRORS_SHOWN])
-    more = len(errors) - ERRORS_SHOWN
-    return f"To fix: {shown}" + (f"; and {more} more." if more > 0 else ".")
-
-
-def _schema_error(error: Mapping[str, Any]) -> str:
-    pointer, keyword = str(error.get("pointer", "")), str(error.get("keyword", ""))
-    message = str(error.get("message", ""))
-    if keyword in VALUE_SHOWN:  # "`5` is less than the minimum `10`": leave out the `5`
-        _, said, rest = message.partition(" is ")
-        message = f"the value is {rest}" if said else f"the value breaks `{keyword}`"
-    where = f"`{_cut(pointer, POINTER_CHARS)}`" if pointer else "the arguments"
-    return f"{where}: {_cut(message, MESSAGE_CHARS)}"
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

@@ -120,11 +120,13 @@ def _check_refusals(by_step: dict[str, Any]) -> None:
         [content] = result["content"]
         assert content["type"] == "text" and says in content["text"], (step, content)
     text = by_step["invalid"]["content"][0]["text"]
-    for said in ("`/query`: 1 characters is fewer than the minimum 2",
-                 "`/limit`: the value is greater than the maximum `10`",
-                 "`/filters/modules`: 12 items is more than the maximum 8",
-                 "`/filters/modules/0`: the value is greater than the maximum `12`",
-                 "; and 6 more."):  # fmt: skip
+    for said in (
+        "/query: 1 characters is fewer than the minimum 2",
+        "/limit: the value is greater than the maximum `10`",
+        "/filters/modules: 12 items is more than the maximum 8",
+        "/filters/modules/0: the value is greater than the maximum `12`",
+        "; 6 more.",
+    ):
         assert said in text, text
     for value in ("987654", "7000", MARKER):
         assert value not in text, text
