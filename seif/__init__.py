@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         Turn,
         TurnRequest,
         TurnRequiredError,
+        receipt_text,
     )
 
 __all__ = [
@@ -53,8 +54,8 @@ __all__ = [
     # values
     "Context", "Message", "ToolSchema", "Contract", "Omission", "Tokens",
     "Receipt", "ApprovalStatus", "TurnRequest", "Delivery", "ReportingError",
-    # turns
-    "Turn", "SyncTurn", "BoundTool", "SyncBoundTool",
+    # turns, and what a model is told of a receipt
+    "Turn", "SyncTurn", "BoundTool", "SyncBoundTool", "receipt_text",
     # errors
     "SeifError", "SeifRequestError", "BadRequestError", "AuthenticationError",
     "PermissionDeniedError", "TurnRequiredError", "NotFoundError", "ConflictError",

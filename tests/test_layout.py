@@ -234,7 +234,9 @@ def hidden_project_imports(source: str) -> list[str]:
 
 
 def _test_modules() -> list[Path]:
-    return [p for p in (ROOT / "tests").rglob("*.py") if "__pycache__" not in p.parts]
+    """The suite's Python files (not those of the npm packages ``tests/node`` installs)."""
+    skipped = {"__pycache__", "node_modules"}
+    return [p for p in (ROOT / "tests").rglob("*.py") if not skipped & set(p.parts)]
 
 
 def test_no_test_skips_or_stands_in_for_a_broken_import_of_the_project() -> None:

@@ -2,10 +2,11 @@
 
 The project wheel is built with ``pip wheel --no-deps`` from a copy of the source (its
 ``pyproject.toml``, README and the packages it lists), so the repository is never written to.
-The dependencies are the pinned ``[project] dependencies`` of that ``pyproject.toml`` (never the
-dev extras), resolved by ``pip wheel`` under a constraints file that pins every distribution of
-the running environment to its installed version: the bundle carries the versions the tests ran
-with. pip reuses its cache; it needs a package index only for what the cache lacks.
+The dependencies are the ``[project] dependencies`` and the ``server`` extra of that
+``pyproject.toml`` (never the other extras), resolved by ``pip wheel`` under a constraints file
+that pins every distribution of the running environment to its installed version: the bundle
+carries the versions the tests ran with. pip reuses its cache; it needs a package index only for
+what the cache lacks.
 ``requirements.txt`` lists every wheel with its SHA-256 for ``pip install --require-hashes``.
 """
 
@@ -55,9 +56,12 @@ def _pyproject(root: Path) -> dict[str, Any]:
 
 
 def runtime_requirements(root: Path) -> list[str]:
-    """The ``[project] dependencies`` of the source (the dev extras are not runtime)."""
-    deps = _pyproject(root).get("project", {}).get("dependencies", [])
-    return [str(d) for d in deps]
+    """What the runtime needs of the source's ``pyproject.toml``: its ``[project]
+    dependencies`` and its ``server`` extra (the other extras are not the runtime's)."""
+    project = _pyproject(root).get("project", {})
+    deps = project.get("dependencies", [])
+    server = project.get("optional-dependencies", {}).get("server", [])
+    return [str(d) for d in (*deps, *server)]
 
 
 def _pip(*argv: str) -> None:

@@ -9,6 +9,7 @@ bundle's wheels) is imported when its handler runs, never at start-up.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from seif import __version__
@@ -33,6 +34,7 @@ from seif.cli import (
     tool,
     trace,
 )
+from seif.cli.output import EXIT_USAGE, warn
 from seif.cli.parsing import Parser
 
 COMMANDS = (
@@ -69,10 +71,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SERVER_MODULES = frozenset(
+    {"httptools", "uvloop", "keyring", "mcp", "mcp_types", "psycopg", "psycopg_pool",
+     "cryptography", "prometheus_client"}
+)  # fmt: skip
+"""The modules of the ``server`` extra: the engine, the compiler, the SDK and the offline commands
+run without them."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if hasattr(args, "project_file"):
         project.project_of(parser, args)
-    code: int = args.run(args)
+    try:
+        code: int = args.run(args)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in SERVER_MODULES:
+            raise
+        command = " ".join(a for a in (argv if argv is not None else sys.argv[1:])[:1])
+        warn(
+            f"seif {command}: SERVER_STACK_MISSING: this command needs the server stack "
+            f"(`{missing}` is not installed): pip install 'seif[server]'"
+        )
+        return EXIT_USAGE
     return code

@@ -5,7 +5,7 @@ Each tool's ``args_schema`` is the exact JSON schema the context disclosed (Lang
 to a model as it is). Invoked with a model's ``ToolCall`` (``tool.ainvoke(call)``, or
 ``invoke`` for a blocking turn), it executes through the turn with LangChain's
 ``tool_call_id`` and returns a ``ToolMessage``: its ``artifact`` is the :class:`~seif.Receipt`,
-its ``content`` the text of :func:`seif.integrations.receipt_text`, and its ``status``
+its ``content`` the text of :func:`seif.receipt_text`, and its ``status``
 ``"error"`` for every receipt that is not ``SUCCEEDED``. A call without a tool call id is a
 ``ValueError`` (seif never invents a call id: a retry must reuse the model's).
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from seif.integrations.receipts import receipt_text
 from seif.sdk.sync import SyncTurn
+from seif.sdk.text import receipt_text
 from seif.sdk.turns import Turn
 from seif.sdk.types import Receipt, ToolSchema
 
@@ -29,7 +29,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 
 from policy.json.value import thaw
 
-__all__ = ["SeifTool", "as_tools"]
+__all__ = ["SeifTool", "as_tools", "tool_message"]
 
 
 class SeifTool(StructuredTool):
@@ -48,7 +48,9 @@ class SeifTool(StructuredTool):
         return (), {"arguments": dict(tool_input), "call_id": tool_call_id}
 
 
-def _message(schema: ToolSchema, call_id: str, receipt: Receipt) -> ToolMessage:
+def tool_message(schema: ToolSchema, call_id: str, receipt: Receipt) -> ToolMessage:
+    """The ``ToolMessage`` of ``receipt``: its text, the receipt as ``artifact``, and
+    ``status`` ``"error"`` unless it is ``SUCCEEDED``."""
     return ToolMessage(
         content=receipt_text(receipt),
         tool_call_id=call_id,
@@ -67,12 +69,12 @@ def _tool(turn: Turn | SyncTurn, schema: ToolSchema) -> SeifTool:
     if isinstance(turn, SyncTurn):
 
         def run(arguments: dict[str, Any], call_id: str) -> ToolMessage:
-            return _message(schema, call_id, turn.execute(schema.name, call_id, arguments))
+            return tool_message(schema, call_id, turn.execute(schema.name, call_id, arguments))
 
         return SeifTool(func=run, **common)
 
     async def arun(arguments: dict[str, Any], call_id: str) -> ToolMessage:
-        return _message(schema, call_id, await turn.execute(schema.name, call_id, arguments))
+        return tool_message(schema, call_id, await turn.execute(schema.name, call_id, arguments))
 
     return SeifTool(coroutine=arun, **common)
 

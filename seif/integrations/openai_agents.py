@@ -1,26 +1,43 @@
 """OpenAI Agents SDK tools of one seif turn: ``as_function_tools(turn) -> list[FunctionTool]``
-(the extra ``seif[openai-agents]``).
+(the extra ``seif[openai-agents]``), and ``apply_approvals(turn, state)`` for the calls the run
+was interrupted by.
 
 Each ``FunctionTool`` carries the exact JSON schema the context disclosed, with
 ``strict_json_schema=False`` (the Agents SDK's strict mode would rewrite the schema, and the
 model must see what the contract digest covers). Invoked by the Agents SDK, it executes
-through the turn with the tool call's id (``ToolContext.tool_call_id``) and returns the text
-of :func:`seif.integrations.receipt_text`: the output for a call that succeeded, and for any
-other receipt its status, reason and what it means. Arguments that are not a JSON object are
-told to the model as such, and nothing is executed.
+through the turn with the tool call's id (``ToolContext.tool_call_id``: the model's, kept in a
+serialized ``RunState``) and returns the text of :func:`seif.receipt_text`. Arguments that are
+not a JSON object are told to the model as such, and nothing is executed.
+
+A tool whose contract requires an approval has ``needs_approval``: the Agents SDK asks before
+it runs the call, and the tool asks seif, executing the call without an approval, which seif
+holds for the approvers (``DENIED`` ``APPROVAL_REQUIRED``): the run is interrupted
+(``result.interruptions``). :func:`apply_approvals` reads seif's decisions into the run state
+(``state.approve`` for an approved call, ``state.reject`` with seif's text for a rejected or
+expired one); ``Runner.run(agent, state)`` then resumes, and the approved call executes with
+its approval id and the same call id: it runs once. Any other answer of seif at that first ask
+(an invalid call, a limit...) is not an interruption: the tool returns it to the model.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
-from seif.integrations.receipts import receipt_text
+from seif.integrations.approvals import (
+    REFUSED,
+    execute_approved,
+    gated,
+    hold,
+    made,
+)
+from seif.sdk.text import REJECTED, receipt_text
 from seif.sdk.turns import Turn
-from seif.sdk.types import ToolSchema
+from seif.sdk.types import Receipt, ToolSchema
 
 try:
-    from agents import FunctionTool, RunContextWrapper
+    from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
     from agents.tool_context import ToolContext
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -30,7 +47,9 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 from policy.json.strict import loads
 from policy.json.value import thaw
 
-__all__ = ["as_function_tools"]
+__all__ = ["apply_approvals", "as_function_tools"]
+
+EXPIRED = "the approval ran out before the run resumed; nothing was sent"
 
 
 def _arguments(text: str) -> dict[str, Any] | str:
@@ -46,25 +65,85 @@ def _arguments(text: str) -> dict[str, Any] | str:
     return parsed
 
 
-def _tool(turn: Turn, schema: ToolSchema) -> FunctionTool:
+def _call_id(context: ToolContext[Any] | RunContextWrapper[Any], name: str) -> str:
+    call_id = getattr(context, "tool_call_id", None)
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError(f"`{name}` runs through seif and needs the tool call's id")
+    return call_id
+
+
+def _tool(turn: Turn, schema: ToolSchema, asked: dict[str, Receipt]) -> FunctionTool:
+    name = schema.name
+    needs = gated(turn, name)
+
     async def invoke(context: ToolContext[Any] | RunContextWrapper[Any], text: str) -> str:
-        call_id = getattr(context, "tool_call_id", None)
-        if not isinstance(call_id, str) or not call_id:
-            raise ValueError(f"`{schema.name}` runs through seif and needs the tool call's id")
+        call_id = _call_id(context, name)
+        known = asked.pop(call_id, None) if needs else None
+        if known is not None:  # seif answered when asked whether to interrupt
+            return receipt_text(known)
         arguments = _arguments(text)
         if isinstance(arguments, str):
             return arguments
-        return receipt_text(await turn.execute(schema.name, call_id, arguments))
+        if needs:
+            return receipt_text(await execute_approved(turn, name, call_id, arguments))
+        return receipt_text(await turn.execute(name, call_id, arguments))
+
+    async def needs_approval(
+        context: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
+    ) -> bool:
+        """Interrupt the run while seif holds the call for an approver."""
+        receipt = await hold(turn, name, call_id, arguments)
+        if receipt is None:  # approved in seif already: run it
+            return False
+        if receipt.needs_approval:
+            return True
+        asked[call_id] = receipt  # refused otherwise: the tool tells the model
+        return False
 
     return FunctionTool(
-        name=schema.name,
+        name=name,
         description=schema.description,
         params_json_schema=thaw(schema.parameters),
         on_invoke_tool=invoke,
         strict_json_schema=False,
+        needs_approval=needs_approval if needs else False,
     )
 
 
 def as_function_tools(turn: Turn) -> list[FunctionTool]:
     """One ``FunctionTool`` per disclosed tool of ``turn``, in the context's order."""
-    return [_tool(turn, schema) for schema in turn.tools]
+    asked: dict[str, Receipt] = {}
+    return [_tool(turn, schema, asked) for schema in turn.tools]
+
+
+async def apply_approvals(
+    turn: Turn, state: RunState[Any, Any], *, timeout_s: float = 0.0
+) -> list[ToolApprovalItem]:
+    """Read seif's decision on each interruption of ``state`` that is a call of ``turn``'s tools
+    (waiting up to ``timeout_s`` for the undecided, all at once) and record it in ``state``:
+    approved in seif (or not held there, so that the tool tells the model what seif says),
+    ``state.approve``; rejected or expired, ``state.reject`` with seif's text for the model.
+    Returns the interruptions still waiting for an approver (none: resume with
+    ``Runner.run(agent, state)``; others are interrupted again if resumed now)."""
+    names = {t.name for t in turn.tools}
+    ours = [
+        item
+        for item in state.get_interruptions()
+        if item.name in names and isinstance(item.call_id, str) and item.call_id
+    ]
+    statuses = await asyncio.gather(
+        *(turn.wait_for_approval(str(item.call_id), timeout_s=timeout_s) for item in ours)
+    )
+    waiting: list[ToolApprovalItem] = []
+    for item, status in zip(ours, statuses, strict=True):
+        if status.approved or status.state == "NONE":
+            state.approve(item)
+        elif status.state in ("REJECTED", "EXPIRED"):
+            reason, detail = (
+                (REJECTED, REFUSED) if status.state == "REJECTED" else ("APPROVAL_EXPIRED", EXPIRED)
+            )
+            refusal = made(turn, str(item.name), status.call_id, reason, detail)
+            state.reject(item, rejection_message=receipt_text(refusal))
+        else:
+            waiting.append(item)
+    return waiting

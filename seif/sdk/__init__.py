@@ -20,6 +20,7 @@ from seif.sdk.errors import (
 )
 from seif.sdk.gateway import ContextDeliveryGateway
 from seif.sdk.sync import SyncBoundTool, SyncRuntimeClient, SyncTurn
+from seif.sdk.text import receipt_text
 from seif.sdk.turns import BoundTool, Turn
 from seif.sdk.types import (
     ApprovalStatus,
@@ -41,8 +42,8 @@ __all__ = [
     # values
     "Context", "Message", "ToolSchema", "Contract", "Omission", "Tokens",
     "Receipt", "ApprovalStatus", "TurnRequest", "Delivery", "ReportingError",
-    # turns
-    "Turn", "SyncTurn", "BoundTool", "SyncBoundTool",
+    # turns, and what a model is told of a receipt
+    "Turn", "SyncTurn", "BoundTool", "SyncBoundTool", "receipt_text",
     # errors
     "SeifError", "SeifRequestError", "BadRequestError", "AuthenticationError",
     "PermissionDeniedError", "TurnRequiredError", "NotFoundError", "ConflictError",

@@ -207,10 +207,15 @@ class RuntimeClient:
             "POST", "/v1/context/resolve", {k: v for k, v in body.items() if v is not None}
         )
         context = self._read(Context.from_wire, answer)
+        self._remember(context)
+        return context
+
+    def _remember(self, context: Context) -> None:
+        """Know the function names of ``context`` (the most recent :data:`KNOWN_CONTEXTS`)."""
         self._names[context.context_ref] = {c.name: c.id for c in context.contracts}
+        self._names.move_to_end(context.context_ref)
         while len(self._names) > KNOWN_CONTEXTS:
             self._names.popitem(last=False)
-        return context
 
     async def resolve_context(
         self,
@@ -350,6 +355,18 @@ class RuntimeClient:
         """Start a turn, resolve with its id, ``await handler(turn)``, report the disclosure,
         complete the turn, and return the :class:`Delivery` (see :mod:`seif.sdk.turns`)."""
         return await turns.run_agent_turn(self, request, handler)
+
+    async def resume_agent_turn(
+        self,
+        context: Context,
+        handler: Callable[[turns.Turn], Awaitable[T]] | Callable[[turns.Turn], T],
+    ) -> Delivery[T]:
+        """A turn on ``context``, resolved earlier (``Context.from_wire(context.to_wire())``
+        restores one kept across a restart): start a turn, ``await handler(turn)``, report the
+        disclosure and complete the turn as ``run_agent_turn`` does, without resolving again,
+        so that the calls held for approval in that context can run once approved."""
+        self._remember(context)
+        return await turns.resume_agent_turn(self, context, handler)
 
     # --- approvals -----------------------------------------------------------------------------
 

@@ -89,6 +89,18 @@ class SyncTurn(turns.TurnView):
         self._record.fill(slot, receipt)
         return receipt
 
+    def approval_status(self, call_id: str) -> ApprovalStatus:
+        """The approval status of the call ``call_id`` of this turn's context."""
+        return self._client.approval_status(self._record.context.context_ref, call_id)
+
+    def wait_for_approval(
+        self, call_id: str, *, timeout_s: float, **polling: float
+    ) -> ApprovalStatus:
+        """:meth:`seif.sdk.turns.Turn.wait_for_approval`, blocking."""
+        return self._client.wait_for_approval(
+            self._record.context.context_ref, call_id, timeout_s=timeout_s, **polling
+        )
+
 
 class SyncBoundTool:
     """A gateway's tool for a blocking agent: ``tool(call_id, arguments)`` returns a receipt."""

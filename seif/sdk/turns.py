@@ -6,6 +6,9 @@ exact schemas and an ``execute``; then report the disclosure, complete the turn 
 (or ``FAILED`` when the handler raised, and re-raise), and return a :class:`Delivery`. A failure
 to report or complete never replaces the handler's result: it is listed in
 ``Delivery.reporting_errors`` (or, when the handler raised, added as a note to its exception).
+``resume_agent_turn`` runs a turn the same way on a context resolved earlier (a call held for
+approval there runs once approved, from another process too). A turn reads the approvals of its
+context (``approval_status``, ``wait_for_approval``); it never grants one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from policy.json.value import FrozenMap
 from seif.sdk.types import (
+    ApprovalStatus,
     Context,
     Delivery,
     Message,
@@ -31,7 +35,7 @@ Outcome = Literal["COMPLETED", "FAILED"]
 
 
 class TurnClient(Protocol):
-    """What a turn needs of the client it runs on: the five calls of a turn.
+    """What a turn needs of the client it runs on: the calls of a turn and the approval reads.
     :class:`~seif.sdk.client.RuntimeClient` is one (it runs its turns with this module, which
     therefore does not import it)."""
 
@@ -64,6 +68,19 @@ class TurnClient(Protocol):
     ) -> None: ...
 
     async def complete_turn(self, turn_id: str, outcome: str) -> None: ...
+
+    async def approval_status(self, context_ref: str, call_id: str) -> ApprovalStatus: ...
+
+    async def wait_for_approval(
+        self,
+        context_ref: str,
+        call_id: str,
+        *,
+        timeout_s: float,
+        interval_s: float = 0.5,
+        max_interval_s: float = 5.0,
+        backoff: float = 1.5,
+    ) -> ApprovalStatus: ...
 
 
 def checked_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -191,6 +208,22 @@ class Turn(TurnView):
         self._record.fill(slot, receipt)
         return receipt
 
+    async def approval_status(self, call_id: str) -> ApprovalStatus:
+        """The approval status of the call ``call_id`` of this turn's context."""
+        return await self._client.approval_status(self._record.context.context_ref, call_id)
+
+    async def wait_for_approval(
+        self, call_id: str, *, timeout_s: float, **polling: float
+    ) -> ApprovalStatus:
+        """Wait until an approver decided on the call ``call_id`` of this turn's context, or
+        ``timeout_s`` passed: the client's ``wait_for_approval`` (``polling``: its
+        ``interval_s``, ``max_interval_s`` and ``backoff``), which returns the last status read
+        (``PENDING`` when the time ran out). The application reads approvals; it never grants
+        them."""
+        return await self._client.wait_for_approval(
+            self._record.context.context_ref, call_id, timeout_s=timeout_s, **polling
+        )
+
 
 async def finish(
     client: TurnClient, record: TurnRecord, outcome: Outcome
@@ -242,7 +275,26 @@ async def run_agent_turn(
     request: TurnRequest | Mapping[str, Any],
     handler: Callable[[Turn], Awaitable[T]] | Callable[[Turn], T],
 ) -> Delivery[T]:
-    record = await open_turn(client, request)
+    return await run_turn(client, await open_turn(client, request), handler)
+
+
+async def resume_agent_turn(
+    client: TurnClient,
+    context: Context,
+    handler: Callable[[Turn], Awaitable[T]] | Callable[[Turn], T],
+) -> Delivery[T]:
+    """A turn on a context resolved earlier (by this process or another, which kept it with
+    ``Context.to_wire``): start a turn and run ``handler`` as ``run_agent_turn`` does, without
+    resolving again, so that call ids and approvals keep referring to that context."""
+    return await run_turn(client, TurnRecord(context, await client.start_turn()), handler)
+
+
+async def run_turn(
+    client: TurnClient,
+    record: TurnRecord,
+    handler: Callable[[Turn], Awaitable[T]] | Callable[[Turn], T],
+) -> Delivery[T]:
+    """Run ``handler`` on the started turn ``record``, then report and complete it."""
     try:
         value = handler(Turn(client, record))
         result: T = await value if inspect.isawaitable(value) else value

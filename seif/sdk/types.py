@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from policy.json.value import EMPTY_MAP, FrozenMap, freeze
+from policy.json.value import EMPTY_MAP, FrozenMap, freeze, thaw
 
 ReceiptStatus = Literal["SUCCEEDED", "FAILED", "UNKNOWN", "DENIED"]
 ApprovalState = Literal["PENDING", "APPROVED", "REJECTED", "EXPIRED", "NONE"]
@@ -154,6 +154,46 @@ class Context:
             f"context {self.context_ref} discloses no function `{str(name)[:64]}`; "
             f"it discloses: {shown}"
         )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The resolve answer this context was read from, as JSON values (``from_wire`` reads
+        it back equal): what an application keeps to resume a turn on this context in another
+        process (``RuntimeClient.resume_agent_turn``). It holds the context's messages and
+        schemas, no secret."""
+        return {
+            "contextRef": self.context_ref,
+            "build": self.build,
+            "objective": self.objective,
+            "expiresAt": self.expires_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "messages": [{"id": m.id, "role": m.role, "text": m.text} for m in self.messages],
+            "tools": [
+                {"name": t.name, "description": t.description, "parameters": thaw(t.parameters)}
+                for t in self.tools
+            ],
+            "contracts": [
+                {
+                    "id": c.id,
+                    "name": c.name,
+                    "version": c.version,
+                    "contractDigest": c.contract_digest,
+                    "effect": c.effect,
+                    "approval": c.approval,
+                    "maxCalls": c.max_calls,
+                }
+                for c in self.contracts
+            ],
+            "omitted": [
+                {"id": o.id, "kind": o.kind, "reason": o.reason, "explanation": thaw(o.explanation)}
+                for o in self.omitted
+            ],
+            "tokens": {
+                "messages": self.tokens.messages,
+                "tools": self.tokens.tools,
+                "total": self.tokens.total,
+                "ceiling": self.tokens.ceiling,
+                "estimated": self.tokens.estimated,
+            },
+        }
 
     @classmethod
     def from_wire(cls, body: Any) -> Context:

@@ -7,8 +7,12 @@
   (``readOnlyHint`` for effect ``read``, ``destructiveHint`` for effect ``write``,
   ``idempotentHint: false``, as seif never retries a call).
 - ``SUCCEEDED``: the output as JSON text, and as ``structuredContent`` when it is an object.
-- Anything else, and a duplicate: ``isError: true``, ``structuredContent`` = the receipt's
-  ``status``, ``reason`` and ``duplicate``, and one sentence of what happened and what to do.
+- Anything else, and a duplicate: ``isError: true``, a text saying what happened and what to
+  do (for ``ARGUMENTS_INVALID``, each schema error's pointer and message, bounded, never a
+  value: :mod:`policy.feedback`), and the receipt's ``status``, ``reason`` and ``duplicate`` in
+  ``_meta["io.seif/receipt"]``. Never a ``structuredContent``: the tool's ``outputSchema``
+  describes its output, which an error result does not carry, and clients such as the official
+  TypeScript SDK reject a whole result whose ``structuredContent`` the schema does not admit.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import mcp_types as mt
 
 from policy import reasons as R
 from policy.engine.disclosure import Disclosure
+from policy.feedback import argument_errors
 from policy.ir import Tool
 from policy.json.strict import dumps
 from policy.json.value import thaw
@@ -27,6 +32,7 @@ from servers.wire import reasons
 
 CALL_ID_META = "io.seif/callId"
 CONTEXT_META = "io.seif/contextRef"
+RECEIPT_META = "io.seif/receipt"
 
 ADVICE = {
     R.TOOL_NOT_DISCLOSED: "this tool is not available here; list the tools and use one listed",
@@ -134,18 +140,23 @@ def call_result(receipt: Mapping[str, Any]) -> mt.CallToolResult:
             structured_content=output if isinstance(output, dict) else None,
             _meta=meta,
         )
-    return refusal(status, receipt.get("reason"), duplicate, meta)
+    return refusal(status, receipt.get("reason"), duplicate, meta, _specifics(receipt))
 
 
 def refusal(
-    status: str, reason: str | None, duplicate: bool, meta: Mapping[str, Any] | None = None
+    status: str,
+    reason: str | None,
+    duplicate: bool,
+    meta: Mapping[str, Any] | None = None,
+    specifics: str = "",
 ) -> mt.CallToolResult:
-    """An ``isError`` result: the status, reason and duplicate flag, and what to do."""
+    """An ``isError`` result: what happened and what to do (and ``specifics``, the receipt's
+    details that say how), the receipt's status, reason and duplicate flag in ``_meta``."""
+    receipt = {"status": status, "reason": reason, "duplicate": duplicate}
     return mt.CallToolResult(
-        content=[mt.TextContent(text=explain(status, reason, duplicate))],
-        structured_content={"status": status, "reason": reason, "duplicate": duplicate},
+        content=[mt.TextContent(text=explain(status, reason, duplicate) + specifics)],
         is_error=True,
-        _meta=dict(meta or {}),
+        _meta={**(meta or {}), RECEIPT_META: receipt},
     )
 
 
@@ -160,3 +171,17 @@ def explain(status: str, reason: str | None, duplicate: bool) -> str:
     if reason is None:
         return head + "."
     return f"{head} ({reason}): {ADVICE.get(reason, 'see the reason code')}."
+
+
+def _specifics(receipt: Mapping[str, Any]) -> str:
+    """What the receipt says beyond its reason that helps to fix the call: the schema errors
+    of refused arguments (:mod:`policy.feedback`: bounded, never a value), the executor's own
+    error code."""
+    if receipt.get("duplicate"):
+        return ""
+    decision = receipt.get("decision")
+    errors = decision.get("errors") if isinstance(decision, Mapping) else None
+    if receipt.get("reason") == R.ARGUMENTS_INVALID and errors:
+        return f" To fix: {argument_errors(errors).text()}."
+    code = receipt.get("executorError")
+    return f" The executor's error code: `{code}`." if isinstance(code, str) else ""

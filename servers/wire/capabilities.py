@@ -11,6 +11,7 @@ NATIVE_INTEGRATIONS = (
     "seif Python SDK (seif.RuntimeClient)",
     "LangChain StructuredTool (seif.integrations.langchain)",
     "OpenAI Agents FunctionTool (seif.integrations.openai_agents)",
+    "LangGraph interrupt() for held calls (seif.integrations.langgraph)",
 )
 """The integrations that ship with seif (``integrations.native``); the composition boundaries
 that are only documented are listed beside them."""

@@ -104,6 +104,7 @@ def test_the_sdk_is_a_client_only() -> None:
         "import sys, seif; lazy = 'aiohttp' not in sys.modules; "
         "import seif.sdk, seif.formats; from seif import RuntimeClient; "
         "import seif.integrations.langchain, seif.integrations.openai_agents; "
+        "import seif.integrations.langgraph; "
         "print(lazy, sorted({m.split('.')[0] for m in sys.modules} & {'servers', 'compiler'}))"
     )
     out = subprocess.run(

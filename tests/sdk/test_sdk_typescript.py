@@ -2,7 +2,9 @@
 (`npm ci`, `npm run build`, in a copy of the package), driving a real `seif serve` and the
 reference executor, both subprocesses on loopback, from a Node script through `runAgentTurn`: a
 read SUCCEEDED, its repeat a duplicate, a write DENIED for approval, its approval status
-PENDING, an operator's reject and then REJECTED, and an execute aborted after dispatch that
+PENDING, an operator's reject and then REJECTED (the turn's ``waitForApproval`` reads it too),
+``receiptText`` of the write and of an invalid call equal to the Python SDK's text (pointers and
+messages, never a value), and an execute aborted after dispatch that
 comes back UNKNOWN and did run (its repeat is a duplicate of a SUCCEEDED original, dispatched
 once); and the README's quickstart run as written, printing what the README says. With ``CI``
 set, a missing ``node`` or ``npm`` fails the tests instead of skipping them."""
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from seif import Receipt, receipt_text
 from tests.support.runtime_harness import (
     APP_TOKEN,
     APPROVAL_TOKEN,
@@ -40,12 +43,13 @@ PACKAGE = ROOT / "sdk" / "typescript"
 README = PACKAGE / "README.md"
 COPIED = ("package.json", "package-lock.json", "tsconfig.json", "src")
 SEARCH = {"query": "median outliers", "limit": 3}
+INVALID = {"query": "q" * 201, "limit": 987654, "zz": "hidden-value"}
 DELAY_MS = 600  # the executor acts, then answers this late: the client aborts meanwhile
 NAMES = ["inspect_context", "search_knowledge", "propose_change"]
 
 DRIVER = r"""
 const { RuntimeClient, AuthenticationError, fromOpenAIToolCall, toOpenAIChatTools,
-        toAnthropicTools } = await import(process.env.SEIF_SDK);
+        toAnthropicTools, receiptText } = await import(process.env.SEIF_SDK);
 const url = process.env.SEIF_URL;
 const input = JSON.parse(process.env.SEIF_INPUT);
 const client = new RuntimeClient({ baseUrl: url, token: process.env.SEIF_APP_TOKEN,
@@ -79,7 +83,8 @@ async function aborted(execute) {  // aborted once dispatched: the receipt, not 
 
 const delivery = await client.runAgentTurn(
   { objective: "authoring", consumer: "course-authoring" },
-  async ({ messages, tools, context, execute }) => {
+  async (turn) => {
+    const { messages, tools, context, execute, waitForApproval } = turn;
     const seen = {
       messages: messages.map((m) => m.role),
       chat: toOpenAIChatTools(tools).map((t) => t.function.name),
@@ -91,6 +96,11 @@ const delivery = await client.runAgentTurn(
     const settled = await client.waitForApproval(context.contextRef, "w1",
                                                  { timeoutMs: 5000, intervalMs: 50 });
     seen.rejected = settled.state;
+    seen.turnWaited = (await waitForApproval("w1", { timeoutMs: 0 })).state;
+    seen.invalid = await client.executeToolByName(context, "search_knowledge", "bad1",
+                                                  input.invalid);
+    seen.invalidText = receiptText(seen.invalid);
+    seen.writeText = receiptText(turn.receipts[2]);
     seen.abortedStatus = (await aborted(execute)).status;
     await new Promise((resolve) => setTimeout(resolve, input.delayMs));
     seen.repeat = await execute("search_knowledge", "s1", input.search);
@@ -202,7 +212,13 @@ def node(script: Path, env: dict[str, str]) -> str:
 def drive(built: Path, runtime: str, tmp_path: Path) -> Any:
     script = tmp_path / "drive.mjs"
     script.write_text(DRIVER, encoding="utf-8")
-    inputs = {"read": READ_ARGS, "proposal": PROPOSAL, "search": SEARCH, "delayMs": DELAY_MS}
+    inputs = {
+        "read": READ_ARGS,
+        "proposal": PROPOSAL,
+        "search": SEARCH,
+        "invalid": INVALID,
+        "delayMs": DELAY_MS,
+    }
     env = {
         "SEIF_SDK": built.as_uri(),
         "SEIF_URL": runtime,
@@ -232,7 +248,12 @@ def test_run_agent_turn_from_node_against_a_real_runtime(
     seen = out["result"]
     assert seen["messages"][0] == "system" and seen["chat"] == NAMES and seen["sameSchemas"]
     assert (seen["pending"], seen["rejectStatus"], seen["rejected"]) == ("PENDING", 200, "REJECTED")
-    assert seen["abortedStatus"] == "UNKNOWN"
+    assert seen["abortedStatus"] == "UNKNOWN" and seen["turnWaited"] == "REJECTED"
+    invalid = Receipt.from_wire(seen["invalid"])  # the same text as the Python SDK's
+    assert seen["invalidText"] == receipt_text(invalid)
+    errors = json.loads(seen["invalidText"])["seif"]["errors"]
+    assert sorted(e["pointer"] for e in errors) == ["/limit", "/query", "/zz"]
+    assert "987654" not in seen["invalidText"] and "hidden-value" not in seen["invalidText"]
 
     receipts = out["receipts"]
     got = [(r["callId"], r["tool"], r["status"], r["reason"], r["duplicate"]) for r in receipts]
@@ -248,6 +269,7 @@ def test_run_agent_turn_from_node_against_a_real_runtime(
     assert not duplicate["outputAvailable"] and duplicate["output"] is None
     assert write["decision"]["explanation"]["tool"] == "propose-change"
     assert seen["repeat"] == repeat
+    assert seen["writeText"] == receipt_text(Receipt.from_wire(write))
     assert (out["reported"], out["reportingErrors"]) == (NAMES, [])
     assert out["unauthenticated"] == {
         "name": "AuthenticationError",

@@ -1,7 +1,8 @@
 """The approval server in tests: a runtime and the synthetic executor (``running_stack``) and
 an approval server in front of them, all in process on loopback ports.
 
-- :func:`approval_stack` (async): yields an :class:`ApprovalStack`.
+- :func:`approval_stack` (async): yields an :class:`ApprovalStack`; :func:`decide` approves or
+  rejects one call by its call id.
 - :func:`approval_in_thread`: the same on an event loop of a background thread, for blocking
   clients such as Playwright's sync API; ``run(coro)`` runs a coroutine on that loop.
 
@@ -106,6 +107,16 @@ class ApprovalStack:
     async def decide(self, kind: str, pending_id: str, reason: Any = "checked", **kw: Any) -> Reply:
         body = {"reason": reason} if reason is not None else {}
         return await self.call("POST", f"/v1/pending/{pending_id}/{kind}", body, **kw)
+
+
+async def decide(a: ApprovalStack, kind: str, call_id: str) -> Reply:
+    """Approve or reject (``kind``) the pending call of ``call_id`` as ``ops-ana``, which
+    must be listed and must succeed."""
+    listed = {item["callId"]: item["pendingId"] for item in await a.pending()}
+    assert call_id in listed, listed
+    done = await a.decide(kind, listed[call_id])
+    assert done.status == 200, done
+    return done
 
 
 @asynccontextmanager

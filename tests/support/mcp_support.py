@@ -5,6 +5,7 @@
   default ``auto`` mode (the stateless ``2026-07-28`` revision); the client's response cache is
   off, so every ``list_tools`` reaches the server.
 - :class:`Notified`: a message handler that keeps the server's notifications.
+- :func:`receipt_of`: the receipt an ``isError`` result carries in its ``_meta``.
 - :func:`log_records`, :func:`trace_events`: the decision log (the file, or the runtime's
   ``GET /v1/traces/{contextRef}``), to assert what was logged.
 """
@@ -35,6 +36,7 @@ REVISION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 """The protocol revision each mode negotiates with seif."""
 CALL_ID = "io.seif/callId"
 CONTEXT_REF = "io.seif/contextRef"
+RECEIPT = "io.seif/receipt"
 TIMEOUT = httpx2.Timeout(10.0, read=30.0)
 
 
@@ -134,6 +136,16 @@ def dumped(value: Any) -> dict[str, Any]:
     """An SDK result as its JSON document (by alias, without unset optional fields)."""
     found: dict[str, Any] = value.model_dump(by_alias=True, exclude_none=True, mode="json")
     return found
+
+
+def receipt_of(result: Any) -> dict[str, Any]:
+    """The receipt of an ``isError`` result, ``_meta["io.seif/receipt"]``, checked to come with
+    no ``structuredContent`` (that is the tool's output schema's, and there is no output)."""
+    document = dumped(result)
+    assert document.get("isError") is True, document
+    assert "structuredContent" not in document, document
+    receipt: dict[str, Any] = document["_meta"][RECEIPT]
+    return receipt
 
 
 def log_records(stack: Stack) -> list[dict[str, Any]]:

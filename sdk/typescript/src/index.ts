@@ -69,4 +69,5 @@ export {
   type OpenAIResponsesTool,
   type ToolCall,
 } from "./formats.js";
+export { argumentErrors, receiptText, type ArgumentError } from "./text.js";
 export { JsonError, type JsonArray, type JsonObject, type JsonValue } from "./json.js";

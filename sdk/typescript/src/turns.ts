@@ -9,8 +9,14 @@
  * non-enumerable property `seifReportingErrors`).
  */
 
-import type { ExecuteOptions, Outcome, RuntimeClient } from "./client.js";
-import type { Receipt } from "./receipts.js";
+import type {
+  ExecuteOptions,
+  Outcome,
+  RequestOptions,
+  RuntimeClient,
+  WaitOptions,
+} from "./client.js";
+import type { ApprovalStatus, Receipt } from "./receipts.js";
 import type { Context, Message, ToolSchema } from "./values.js";
 
 /** What `runAgentTurn` resolves: the objective and the optional coordinates. */
@@ -44,6 +50,12 @@ export interface Turn {
   /** Say which function names the application bound for the model (a narrower set than
    * `tools`); the SDK reports them when the handler returns. */
   reportDisclosure(names: readonly string[]): void;
+  /** The approval status of the call `callId` of this turn's context. */
+  approvalStatus(callId: string, options?: RequestOptions): Promise<ApprovalStatus>;
+  /** Wait until an approver decided on the call `callId` of this turn's context, or
+   * `timeoutMs` passed: the client's `waitForApproval` (the last status read; `PENDING` when
+   * the time ran out). The application reads approvals; it never grants them. */
+  waitForApproval(callId: string, options: WaitOptions): Promise<ApprovalStatus>;
 }
 
 export type Handler<T> = (turn: Turn) => T | Promise<T>;
@@ -180,6 +192,10 @@ function turnOf(client: RuntimeClient, record: TurnRecord): Turn {
   const reportDisclosure = (names: readonly string[]): void => {
     record.reported = checkedNames(names);
   };
+  const approvalStatus = (callId: string, options: RequestOptions = {}) =>
+    client.approvalStatus(context.contextRef, callId, options);
+  const waitForApproval = (callId: string, options: WaitOptions) =>
+    client.waitForApproval(context.contextRef, callId, options);
   return Object.freeze({
     context,
     messages: context.messages,
@@ -190,6 +206,8 @@ function turnOf(client: RuntimeClient, record: TurnRecord): Turn {
     },
     execute,
     reportDisclosure,
+    approvalStatus,
+    waitForApproval,
   });
 }
 

@@ -59,6 +59,8 @@ export interface Script {
   failDisclosures?: number;
   failComplete?: number;
   delays?: Record<string, number>;
+  /** The approval states each call id answers in turn (the last one repeating). */
+  approvals?: Record<string, string[]>;
 }
 
 function field(request: Recorded, name: string): unknown {
@@ -88,6 +90,13 @@ async function execute(request: Recorded, script: Script): Promise<Action> {
   return [200, receipt(callId, "SUCCEEDED", { tool: String(field(request, "tool")) })];
 }
 
+function approval(callId: string, script: Script): Action {
+  const states = script.approvals?.[callId] ?? ["NONE"];
+  const state = states.length > 1 ? (states.shift() as string) : (states[0] as string);
+  if (state !== "APPROVED") return [200, { state }];
+  return [200, { state, approvalId: `apr_${callId}`, expiresAt: "2026-01-01T00:10:00.000Z" }];
+}
+
 /** The `respond` of a {@link FakeServer} playing the runtime. */
 export function fakeRuntime(script: Script = {}): (request: Recorded) => Action | Promise<Action> {
   return (request) => {
@@ -100,6 +109,8 @@ export function fakeRuntime(script: Script = {}): (request: Recorded) => Action 
         : [200, resolveAnswer()];
     }
     if (route === "POST /v1/context/tools/execute") return execute(request, script);
+    const asked = /^GET \/v1\/context\/tools\/approvals\/ctx_1\/([^/]+)$/.exec(route);
+    if (asked) return approval(decodeURIComponent(asked[1] ?? ""), script);
     if (route === "POST /v1/context/disclosures") {
       return script.failDisclosures
         ? error(script.failDisclosures, "SCRIPTED")

@@ -269,3 +269,28 @@ describe("ContextDeliveryGateway", () => {
     assert.throws(() => new ContextDeliveryGateway({} as RuntimeClient), /takes a RuntimeClient/);
   });
 });
+
+describe("turn.waitForApproval", () => {
+  it("reads the approvals of the turn's context, polling until an approver decided", async () => {
+    const script = { approvals: { w1: ["PENDING", "PENDING", "APPROVED"], w2: ["REJECTED"] } };
+    await onRuntime(script, async (sdk, server) => {
+      const delivery = await sdk.runAgentTurn(AUTHORING, async (turn) => {
+        const held = await turn.execute("propose_change", "w1", { summary: "s" });
+        assert.equal(held.needsApproval, true);
+        assert.equal((await turn.approvalStatus("w1")).state, "PENDING");
+        const status = await turn.waitForApproval("w1", { timeoutMs: 5000, intervalMs: 5 });
+        assert.equal(status.approvalId, "apr_w1");
+        const rejected = await turn.waitForApproval("w2", { timeoutMs: 0 });
+        return [status.state, status.contextRef, rejected.state];
+      });
+      assert.deepEqual(delivery.result, ["APPROVED", "ctx_1", "REJECTED"]);
+      const asked = routes(server.requests).filter((r) => r.startsWith("GET "));
+      assert.deepEqual(asked, [
+        "GET /v1/context/tools/approvals/ctx_1/w1",
+        "GET /v1/context/tools/approvals/ctx_1/w1",
+        "GET /v1/context/tools/approvals/ctx_1/w1",
+        "GET /v1/context/tools/approvals/ctx_1/w2",
+      ]);
+    });
+  });
+});

@@ -8,26 +8,18 @@ call runs through the turn: its receipt is in the delivery, and a receipt that i
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, FunctionTool, ModelResponse, RunConfig, Runner
-from agents.models.interface import Model
-from agents.usage import Usage
+from agents import Agent, FunctionTool, Runner
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
 
 from policy.json.value import thaw
 from seif import Receipt, RuntimeClient, SyncRuntimeClient, SyncTurn, Turn
 from seif.integrations.langchain import as_tools
-from seif.integrations.openai_agents import as_function_tools
+from seif.integrations.openai_agents import apply_approvals, as_function_tools
 from tests.support.runtime_harness import (
     APP_TOKEN,
     PROPOSAL,
@@ -36,6 +28,8 @@ from tests.support.runtime_harness import (
     run_async,
     running_stack,
 )
+from tests.support.scripted_models import RUN, ScriptedModel, answer, outputs
+from tests.support.scripted_models import function_call as _call
 
 AUTHORING = {"objective": "authoring", "consumer": "course-authoring"}
 SEARCH = {"query": "median outliers", "limit": 3}
@@ -131,42 +125,10 @@ async def _blocking(s: Stack) -> None:
     _check_langchain_messages(await asyncio.to_thread(in_thread))
 
 
-class ScriptedModel(Model):
-    """An Agents SDK model that answers from a script: each response is the next list of
-    output items; it records the tools it was offered and the inputs it was given."""
-
-    def __init__(self, script: list[list[Any]]) -> None:
-        self.script = list(script)
-        self.offered: list[list[Any]] = []
-        self.inputs: list[Any] = []
-
-    async def get_response(self, system_instructions, input, model_settings, tools, *a, **kw):  # type: ignore[no-untyped-def, override]  # the Agents SDK's signature, untyped here
-        self.offered.append(tools)
-        self.inputs.append(input)
-        return ModelResponse(output=self.script.pop(0), usage=Usage(), response_id=None)
-
-    def stream_response(self, *a: Any, **kw: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("the scripted model does not stream")
-
-
-def _call(call_id: str, name: str, arguments: Any) -> ResponseFunctionToolCall:
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return ResponseFunctionToolCall(
-        arguments=text, call_id=call_id, name=name, type="function_call", id=f"fc_{call_id}"
-    )
-
-
-def _answer(text: str) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id="msg_1",
-        content=[ResponseOutputText(text=text, type="output_text", annotations=[])],
-        role="assistant",
-        status="completed",
-        type="message",
-    )
-
-
 def test_openai_agents_function_tools_run_through_the_turn(tmp_path: Path) -> None:
+    """A read runs, arguments that are not an object are told as such, and the write (its
+    contract requires an approval) interrupts the run: approved with the runtime's approve
+    route, it runs once when the run resumes."""
     model = ScriptedModel(
         [
             [
@@ -174,7 +136,7 @@ def test_openai_agents_function_tools_run_through_the_turn(tmp_path: Path) -> No
                 _call("w1", "propose_change", PROPOSAL),
                 _call("b1", "inspect_context", "[1, 2]"),
             ],
-            [_answer("done")],
+            [answer("done")],
         ]
     )
 
@@ -187,29 +149,31 @@ def test_openai_agents_function_tools_run_through_the_turn(tmp_path: Path) -> No
                     assert isinstance(tool, FunctionTool) and tool.name == schema.name
                     assert tool.params_json_schema == thaw(schema.parameters)
                     assert tool.strict_json_schema is False
+                    assert (tool.needs_approval is False) is (schema.name != "propose_change")
                 agent = Agent(name="author", instructions="help", tools=tools, model=model)
-                result = await Runner.run(
-                    agent, "check the lesson", run_config=RunConfig(tracing_disabled=True)
-                )
-                return str(result.final_output)
+                result = await Runner.run(agent, "check the lesson", run_config=RUN)
+                assert [i.call_id for i in result.interruptions] == ["w1"]
+                ref = turn.context.context_ref
+                await s.approval_id(ref, "propose-change", "w1", PROPOSAL)
+                state = result.to_state()
+                assert await apply_approvals(turn, state) == []
+                return str((await Runner.run(agent, state, run_config=RUN)).final_output)
 
             async with RuntimeClient(s.runtime, APP_TOKEN) as sdk:
                 delivery = await sdk.run_agent_turn(AUTHORING, handler)
             assert delivery.result == "done"
-            assert [(r.call_id, r.status, r.reason) for r in delivery.receipts] == [
+            got = [(r.call_id, r.status, r.reason) for r in delivery.receipts]
+            assert got[-1] == ("w1", "SUCCEEDED", None)  # approved, the run resumed: it ran
+            assert sorted(got[:-1]) == [  # the first step ran together; its order is the SDK's
                 ("r1", "SUCCEEDED", None),
-                ("w1", "DENIED", "APPROVAL_REQUIRED"),
+                ("w1", "DENIED", "APPROVAL_REQUIRED"),  # held for the approver
             ]  # b1's arguments were not an object: nothing was sent
             offered = [t.name for t in model.offered[0]]
             assert offered == ["inspect_context", "search_knowledge", "propose_change"]
-            outputs = {
-                item["call_id"]: item["output"]
-                for item in model.inputs[1]
-                if isinstance(item, dict) and item.get("type") == "function_call_output"
-            }
-            assert json.loads(outputs["r1"])["ref"] == READ_ARGS["ref"]
-            assert _seif_note(outputs["w1"])["reason"] == "APPROVAL_REQUIRED"
-            assert _seif_note(outputs["b1"])["status"] == "NOT_SENT"
-            assert (await s.stats())["byCallId"] == {"r1": 1}
+            told = outputs(model.inputs[1])
+            assert json.loads(told["r1"])["ref"] == READ_ARGS["ref"]
+            assert json.loads(told["w1"])["status"] == "pending-review"
+            assert _seif_note(told["b1"])["status"] == "NOT_SENT"
+            assert (await s.stats())["byCallId"] == {"r1": 1, "w1": 1}
 
     run_async(scenario())

@@ -43,6 +43,7 @@ from tests.support.mcp_support import (
     mcp_client,
     mcp_url,
     of,
+    receipt_of,
     trace_events,
     until,
 )
@@ -168,7 +169,7 @@ def test_an_incompatible_tool_is_never_listed_and_a_blocked_objective_lists_noth
                 refused = await c.call_tool(
                     "search_knowledge", {"query": "median"}, meta=call_meta("s1")
                 )
-            assert _structured(refused) == {
+            assert receipt_of(refused) == {
                 "status": "DENIED",
                 "reason": "TOOL_NOT_DISCLOSED",
                 "duplicate": False,
@@ -188,7 +189,7 @@ def test_an_incompatible_tool_is_never_listed_and_a_blocked_objective_lists_noth
                 [cause] = (listed.meta or {})["io.seif/blocked"]
                 assert (cause["id"], cause["reason"]) == ("inspect-context", "TOOL_INCOMPATIBLE")
                 refused = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("b1"))
-            assert _structured(refused) == {
+            assert receipt_of(refused) == {
                 "status": "DENIED",
                 "reason": "RESOLUTION_BLOCKED",
                 "duplicate": False,
@@ -268,7 +269,7 @@ def test_a_call_succeeds_once_and_its_retry_is_a_duplicate(tmp_path: Path, mode:
             assert direct["status"] == "SUCCEEDED" and direct["output"] == output
 
             assert retried.is_error is True
-            assert _structured(retried) == {
+            assert receipt_of(retried) == {
                 "status": "SUCCEEDED",
                 "reason": None,
                 "duplicate": True,
@@ -294,7 +295,7 @@ def test_a_conflict_a_failure_and_a_bad_call_id_are_said_so(tmp_path: Path, mode
                 other = {**READ_ARGS, "depth": 1}
                 conflict = await c.call_tool("inspect_context", other, meta=call_meta("c1"))
                 assert conflict.is_error is True
-                assert _structured(conflict) == {
+                assert receipt_of(conflict) == {
                     "status": "DENIED",
                     "reason": "CALL_CONFLICT",
                     "duplicate": False,
@@ -302,9 +303,10 @@ def test_a_conflict_a_failure_and_a_bad_call_id_are_said_so(tmp_path: Path, mode
                 stack.set_knobs("inspect-context", fail_code="NOT_FOUND")
                 failed = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("c2"))
                 assert failed.is_error is True
-                assert _structured(failed)["status"] == "FAILED"
-                assert _structured(failed)["duplicate"] is False
+                assert receipt_of(failed)["status"] == "FAILED"
+                assert receipt_of(failed)["duplicate"] is False
                 assert _text(failed).startswith("The call failed")
+                assert _text(failed).endswith("The executor's error code: `NOT_FOUND`.")
                 stack.set_knobs("inspect-context")
                 for bad in (5, "", "x" * 1000):
                     with pytest.raises(MCPError) as refused:
@@ -338,7 +340,7 @@ def test_concurrent_retries_of_one_call_id_dispatch_once(tmp_path: Path, mode: s
             assert stats["executions"] == {"inspect-context": 1}
             assert stats["byCallId"] == {"race-1": 1}
             won = [r for r in results if not r.is_error]
-            lost = [_structured(r) for r in results if r.is_error]
+            lost = [receipt_of(r) for r in results if r.is_error]
             assert len(won) == 1
             assert lost == [{"status": "SUCCEEDED", "reason": None, "duplicate": True}] * (
                 racers - 1
@@ -372,7 +374,7 @@ def test_a_call_the_client_gave_up_on_runs_once_and_its_retry_is_a_duplicate(
 
                 await until(resulted)
                 retried = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("gave-up"))
-            assert _structured(retried) == {
+            assert receipt_of(retried) == {
                 "status": "SUCCEEDED",
                 "reason": None,
                 "duplicate": True,
@@ -402,7 +404,7 @@ def test_undisclosed_and_invalid_calls_are_refused_without_dispatch(
                 for n, (tool, arguments, reason) in enumerate(asked):
                     got = await c.call_tool(tool, arguments, meta=call_meta(f"bad-{n}"))
                     assert got.is_error is True, (tool, dumped(got))
-                    assert _structured(got) == {
+                    assert receipt_of(got) == {
                         "status": "DENIED",
                         "reason": reason,
                         "duplicate": False,
@@ -414,6 +416,56 @@ def test_undisclosed_and_invalid_calls_are_refused_without_dispatch(
             denied = [e for e in await trace_events(stack, ref) if e["event"] == "DENIED"]
             assert [e["reason"] for e in denied] == [reason for _, _, reason in asked]
             assert "RESULT" not in kinds(await trace_events(stack, ref))
+
+    run_async(scenario())
+
+
+MARKER = "value-marker-5c2e"
+TOO_MANY = {
+    "query": "x",
+    "limit": 987654,
+    "filters": {"modules": list(range(700001, 700013)), "sections": [MARKER], "tags": [{}]},
+}
+
+
+@per_mode
+def test_an_invalid_call_s_text_says_what_to_fix_and_never_a_value(
+    tmp_path: Path, mode: str
+) -> None:
+    """``ARGUMENTS_INVALID``: the text names each schema error's pointer and message, the first
+    ten, then how many more; never an argument's value; the receipt is in ``_meta``."""
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path, mcp=PATIENT) as stack:
+            async with mcp_client(stack.runtime, "learner", mode=mode, consumer="tutor-app") as c:
+                one = await c.call_tool("inspect_context", {}, meta=call_meta("v1"))
+                many = await c.call_tool("search_knowledge", TOO_MANY, meta=call_meta("v2"))
+            for refused in (one, many):
+                assert receipt_of(refused) == {
+                    "status": "DENIED",
+                    "reason": "ARGUMENTS_INVALID",
+                    "duplicate": False,
+                }
+            assert _text(one) == (
+                "The call was refused and nothing ran (ARGUMENTS_INVALID): the arguments do not "
+                "match the tool's inputSchema; correct them. To fix: the arguments: missing "
+                "required property `ref`."
+            )
+            text = _text(many)
+            said = text.split(" To fix: ", 1)[1].removesuffix(".").split("; ")
+            assert said[:3] == [
+                "/query: 1 characters is fewer than the minimum 2",
+                "/limit: the value is greater than the maximum `10`",
+                "/filters/modules: 12 items is more than the maximum 8",
+            ]
+            assert said[3:10] == [
+                f"/filters/modules/{i}: the value is greater than the maximum `12`"
+                for i in range(7)
+            ]
+            assert said[10:] == ["8 more"]  # 5 modules, a section, a tag's key and value
+            for value in ("987654", "7000", MARKER):
+                assert value not in text
+            assert (await stack.stats())["requests"] == {}
 
     run_async(scenario())
 
@@ -471,7 +523,7 @@ def test_a_write_waits_for_the_approval_server_and_then_runs_once(
                 assert (done.meta or {})[CALL_ID] == "w1"
                 assert await executions(stack) == {"propose-change": 1}
                 again = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w1"))
-                assert _structured(again) == {
+                assert receipt_of(again) == {
                     "status": "SUCCEEDED",
                     "reason": None,
                     "duplicate": True,
@@ -509,7 +561,7 @@ def test_a_write_rejected_through_the_approval_server_is_refused(tmp_path: Path,
                 assert decided.status == 200, decided
                 done = await asyncio.wait_for(waiting, 10)
                 assert done.is_error is True
-                assert _structured(done) == {
+                assert receipt_of(done) == {
                     "status": "DENIED",
                     "reason": "REJECTED",
                     "duplicate": False,
@@ -518,7 +570,7 @@ def test_a_write_rejected_through_the_approval_server_is_refused(tmp_path: Path,
                 # asked again: still refused, never held again, never dispatched
                 again = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w2"))
                 assert again.is_error is True
-                assert _structured(again)["status"] == "DENIED"
+                assert receipt_of(again)["status"] == "DENIED"
             assert await executions(stack) == {}
             assert await a.pending() == []
 
@@ -539,7 +591,7 @@ def test_when_the_wait_runs_out_the_call_stays_held_and_runs_once_when_approved(
                 first = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w3"))
                 assert time.monotonic() - started >= QUICK.approval_wait_s * 0.9
                 assert first.is_error is True
-                assert _structured(first) == {
+                assert receipt_of(first) == {
                     "status": "DENIED",
                     "reason": "APPROVAL_REQUIRED",
                     "duplicate": False,
@@ -557,7 +609,7 @@ def test_when_the_wait_runs_out_the_call_stays_held_and_runs_once_when_approved(
                 assert ran.is_error is False, dumped(ran)
                 assert await executions(stack) == {"propose-change": 1}
                 again = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w3"))
-                assert _structured(again)["duplicate"] is True
+                assert receipt_of(again)["duplicate"] is True
             assert await executions(stack) == {"propose-change": 1} and elicited.asked == []
 
     run_async(scenario())
@@ -595,7 +647,7 @@ def test_concurrent_retries_of_a_held_write_run_once_when_approved(
                 done = await asyncio.wait_for(asyncio.gather(*waiting), 10)
             assert await executions(stack) == {"propose-change": 1}
             assert [r.is_error for r in done].count(False) == 1
-            assert [_structured(r) for r in done if r.is_error] == [
+            assert [receipt_of(r) for r in done if r.is_error] == [
                 {"status": "SUCCEEDED", "reason": None, "duplicate": True}
             ] * (racers - 1)
 
@@ -633,7 +685,7 @@ def test_a_waiting_call_that_ran_meanwhile_says_so(tmp_path: Path, mode: str) ->
                 assert ran["status"] == "SUCCEEDED" and not waiting.done()
                 done = await asyncio.wait_for(waiting, 10)
             assert await executions(stack) == {"propose-change": 1}
-            assert _structured(done) == {
+            assert receipt_of(done) == {
                 "status": "SUCCEEDED",
                 "reason": None,
                 "duplicate": True,
@@ -660,7 +712,7 @@ def test_a_call_held_past_its_approval_window_is_refused_as_expired(
                 await _pending_item(a, "w4")
                 clock.advance(APPROVAL_TTL_MS)
                 done = await asyncio.wait_for(waiting, 10)
-                assert _structured(done) == {
+                assert receipt_of(done) == {
                     "status": "DENIED",
                     "reason": "APPROVAL_EXPIRED",
                     "duplicate": False,
@@ -688,13 +740,13 @@ def test_call_limits_are_per_context(tmp_path: Path, mode: str) -> None:
                     ran = await a.call_tool("inspect_context", READ_ARGS, meta=call_meta(f"a{n}"))
                     assert ran.is_error is False
                 over = await a.call_tool("inspect_context", READ_ARGS, meta=call_meta("a-over"))
-                assert _structured(over)["reason"] == "CALL_LIMIT_EXCEEDED"
+                assert receipt_of(over)["reason"] == "CALL_LIMIT_EXCEEDED"
                 other = await b.call_tool("inspect_context", READ_ARGS, meta=call_meta("b0"))
             if mode == "legacy":
                 assert other.is_error is False
                 assert await executions(stack) == {"inspect-context": limit + 1}
             else:
-                assert _structured(other) == {
+                assert receipt_of(other) == {
                     "status": "DENIED",
                     "reason": "CALL_LIMIT_EXCEEDED",
                     "duplicate": False,
@@ -798,7 +850,7 @@ def test_a_stateless_context_is_shared_and_renewed_when_it_expires(tmp_path: Pat
                 assert done.is_error is False
                 # the same context: b's call of that id is a duplicate
                 retried = await b.call_tool("inspect_context", READ_ARGS, meta=call_meta("shared"))
-                assert _structured(retried)["duplicate"] is True
+                assert receipt_of(retried)["duplicate"] is True
                 clock.advance(CONTEXT_TTL_MS - 1)
                 assert _ref(await b.list_tools()) == first
                 clock.advance(1)
@@ -829,7 +881,7 @@ def test_a_retry_after_the_context_was_renewed_is_not_dispatched_again(
                 clock.advance(CONTEXT_TTL_MS)
                 retried = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("edge"))
             assert await executions(stack) == {"inspect-context": 1}, "dispatched again"
-            assert retried.is_error is True and _structured(retried)["duplicate"] is True
+            assert retried.is_error is True and receipt_of(retried)["duplicate"] is True
 
     run_async(scenario())
 
@@ -1028,7 +1080,7 @@ def test_seif_serve_mcp_serves_the_official_client(tmp_path: Path) -> None:
                         assert got.is_error is False, dumped(got)
                         assert _structured(got)["ref"] == READ_ARGS["ref"]
                         retried = await c.call_tool("inspect_context", READ_ARGS, meta=meta)
-                        assert _structured(retried)["duplicate"] is True
+                        assert receipt_of(retried)["duplicate"] is True
                 async with httpx2.AsyncClient(timeout=10) as http:
                     caps = (await http.get(base + "/v1/capabilities", headers=BEARER)).json()
                     assert "2026-07-28" in caps["integrations"]["mcp"]["revisions"]

@@ -32,6 +32,7 @@ from tests.support.mcp_support import (
     mcp_client,
     mcp_url,
     of,
+    receipt_of,
 )
 from tests.support.runtime_harness import (
     APP_TOKEN,
@@ -51,11 +52,6 @@ TWO_SESSIONS = McpOptions(approval_wait_s=1.0, sessions_per_credential=2)
 AUTHORING = {"consumer": "course-authoring"}
 
 
-def _receipt(result: Any) -> dict[str, Any]:
-    content: dict[str, Any] = result.structured_content or {}
-    return content
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_a_call_id_retried_in_another_session_runs_once(tmp_path: Path, mode: str) -> None:
     async def scenario() -> None:
@@ -71,8 +67,8 @@ def test_a_call_id_retried_in_another_session_runs_once(tmp_path: Path, mode: st
                     "inspect_context", {"ref": "course/other"}, meta=call_meta("r-1")
                 )
             assert again.is_error is True
-            assert _receipt(again) == {"status": "SUCCEEDED", "reason": None, "duplicate": True}
-            assert _receipt(other)["reason"] == "CALL_CONFLICT"  # same id, other arguments
+            assert receipt_of(again) == {"status": "SUCCEEDED", "reason": None, "duplicate": True}
+            assert receipt_of(other)["reason"] == "CALL_CONFLICT"  # same id, other arguments
             assert (await executions(stack)).get("inspect-context") == 1
 
     run_async(scenario())
@@ -90,7 +86,7 @@ def test_a_call_id_retried_after_a_restart_runs_once(tmp_path: Path) -> None:
         async with running_stack(tmp_path, mcp=QUICK) as stack:
             async with mcp_client(stack.runtime, "authoring", mode="legacy", **AUTHORING) as c:
                 again = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("r-2"))
-            assert _receipt(again)["duplicate"] is True
+            assert receipt_of(again)["duplicate"] is True
             assert (await executions(stack)).get("inspect-context") is None  # nothing ran
 
     run_async(first_runtime())
@@ -166,11 +162,11 @@ def test_an_approved_call_retried_uses_its_approval_at_once(tmp_path: Path) -> N
         async with running_stack(tmp_path, mcp=QUICK) as stack:
             async with mcp_client(stack.runtime, "authoring", mode="auto", **AUTHORING) as c:
                 first = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w-ok"))
-                assert _receipt(first)["reason"] == "APPROVAL_REQUIRED"
+                assert receipt_of(first)["reason"] == "APPROVAL_REQUIRED"
                 ref = await _held_context(stack, "w-ok")
                 assert (await stack.approve(ref, "propose_change", "w-ok", PROPOSAL)).status == 200
                 other = await c.call_tool("propose_change", OTHER_PROPOSAL, meta=call_meta("w-x"))
-                assert _receipt(other)["reason"] == "APPROVAL_REQUIRED"
+                assert receipt_of(other)["reason"] == "APPROVAL_REQUIRED"
                 again = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w-ok"))
             assert again.is_error is False
             denied = of(log_records(stack), "DENIED", callId="w-ok")

@@ -31,6 +31,8 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("list", "tools/list", {}),
     ("read", "tools/call", {"name": "inspect_context", "arguments": READ_ARGS}),
     ("invalid", "tools/call", {"name": "inspect_context", "arguments": {"ref": 7}}),
+    ("invalid-many", "tools/call", {"name": "search_knowledge", "arguments": {
+        "query": "x", "limit": 99, "filters": {"modules": list(range(20, 32))}}}),
     ("undisclosed", "tools/call", {"name": "propose_change", "arguments": {}}),
     ("unknown", "tools/call", {"name": "no_such_tool", "arguments": {}}),
     ("no-arguments", "tools/call", {"name": "inspect_context"}),
@@ -101,5 +103,6 @@ def test_a_duplicate_is_answered_alike(mcp: Boundary) -> None:
                         native=False)  # fmt: skip
     assert first[2]["result"]["isError"] is False
     assert again_native == again_sdk
-    assert again_native[2]["result"]["structuredContent"]["duplicate"] is True
+    assert "structuredContent" not in again_native[2]["result"]
+    assert again_native[2]["result"]["_meta"]["io.seif/receipt"]["duplicate"] is True
     assert mcp.stats()["byCallId"]["fast-dup"] == 1

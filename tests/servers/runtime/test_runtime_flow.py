@@ -42,6 +42,7 @@ def test_ready_capabilities_and_openapi(tmp_path: Path) -> None:
                 "seif Python SDK",
                 "LangChain StructuredTool",
                 "OpenAI Agents FunctionTool",
+                "LangGraph interrupt() for held calls",
             ]
             documented = " ".join(caps.body["integrations"]["documented"])
             assert "n8n" in documented and "LangChain" in documented

@@ -24,7 +24,7 @@ from servers.store.postgres.sealing import Sealer
 from servers.store.postgres.store import PgStore
 from servers.store.rows import StoreError, StoreUnanswered
 from tests.servers.store.test_replicas import TRACE_ENV, replicas
-from tests.support.mcp_support import call_meta, mcp_client
+from tests.support.mcp_support import call_meta, mcp_client, receipt_of
 from tests.support.runtime_harness import (
     APPROVAL,
     BEARER,
@@ -315,7 +315,7 @@ def test_a_named_mcp_call_id_sent_through_two_replicas_at_once_runs_once(
                         first.call_tool("inspect_context", READ_ARGS, meta=meta),
                         second.call_tool("inspect_context", READ_ARGS, meta=meta),
                     )
-                    receipts = [r.structured_content or {} for r in results]
+                    receipts = [receipt_of(r) if r.is_error else {} for r in results]
                     duplicates = sorted(bool(r.get("duplicate")) for r in receipts)
                     assert duplicates == [False, True], receipts
             assert (await a.stats())["executions"] == {"inspect-context": 3}
@@ -424,7 +424,7 @@ def test_an_mcp_call_the_store_did_not_answer_is_unknown_store_unavailable(
                 failed = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("s-1"))
                 assert failed.is_error is True
                 unknown = {"status": "UNKNOWN", "reason": "STORE_UNAVAILABLE", "duplicate": False}
-                assert failed.structured_content == unknown
+                assert receipt_of(failed) == unknown
                 monkeypatch.undo()
                 ran = await c.call_tool("inspect_context", READ_ARGS, meta=call_meta("s-1"))
                 assert ran.is_error is False  # retried with the call id: it runs, once
