@@ -84,6 +84,7 @@ def _blocked(*argv: str) -> subprocess.CompletedProcess[str]:
         ("validate", "--project", REFERENCE),
         ("test", "--project", REFERENCE),
         ("tool", "show", "--project", REFERENCE, "--tool", "inspect-context"),
+        ("eval", "--project", REFERENCE, "--objective", "learner", "--environment", "staging"),
         ("replay", "--help"),
         ("trace", "verify", "--help"),
     ],
