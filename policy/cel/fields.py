@@ -291,7 +291,8 @@ def check_fields(
     env = {"context": _Var("context", CONTEXT_SCHEMA, root=True)}
     if stage == "call":
         env["call"] = _Var("call", CALL_SCHEMA, root=True)
-        args = parameters if isinstance(parameters, Mapping) else None
+        known = isinstance(parameters, Mapping) and parameters.get("type") == "object"
+        args = parameters if known else None  # another root is refused where it is declared
         env["args"] = _Var("args", args, root=True)
     checker = _Checker(tool, quoted)
     checker.visit(tree, env, frozenset())

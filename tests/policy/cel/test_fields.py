@@ -112,6 +112,7 @@ def test_context_fields_are_checked_at_both_stages_and_args_only_at_the_call() -
 def test_an_open_object_and_an_unknown_tool_are_not_checked() -> None:
     assert found("has(args.extra) && args.extra.anything.at.all == 1") == []
     assert check_fields("args.whatever > 1", "call", None, None) == []
+    assert check_fields("args.whatever > 1", "call", {"type": "string"}, "t") == []
     assert check_fields("args.dept > 1", "call", {"type": "object", "properties": {}}, "t")[
         0
     ].message.endswith("(it has none)")
