@@ -19,9 +19,9 @@ from policy.constraints import Exactly, JsonAny, JsonObject, Length, OneOf, Patt
 from policy.ir import PROJECT_FORMAT, Fixture, Project
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMA_ID = "https://seif.dev/schemas/context-project.v1.json"
+SCHEMA_ID = "urn:seif:schema:context-project.v1"
 """The schema's ``$id``: a name, not a download location (the file is ``seif schema project``'s
-output)."""
+output, kept beside the project)."""
 
 _SCALARS = {str: "string", int: "integer", bool: "boolean"}
 
