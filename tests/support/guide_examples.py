@@ -6,10 +6,10 @@ marked by an HTML comment on the line right above its fence (invisible on a rend
 - ``<!-- example: NAME -->``: a step of the page's example ``NAME``. The steps of one example
   run in page order, in one ``bash`` (``set -e -o pipefail``), in a fresh directory that links
   the repository's ``.venv``, ``reference`` and ``examples``, with the project's ``.venv/bin``
-  first on ``PATH``; a Python step runs with that ``python`` (its standard input is the block).
-  The page's loopback ports (8787 the runtime, 8788 the approval server, 8790 the executor,
-  8801 a starter executor) are replaced by free ones, so that runs never collide; everything
-  else runs as written.
+  first on ``PATH`` and ``TMPDIR`` in that directory; a Python step runs with that ``python``
+  (its standard input is the block). The page's loopback ports (8787 the runtime, 8788 the
+  approval server, 8790 the executor, 8801 a starter executor) are replaced by free ones, so
+  that runs never collide; everything else runs as written.
 - ``<!-- not run: REASON -->``: a synopsis, a fragment or a block that needs what a test run
   does not have (a PostgreSQL server, the whole suite); ``REASON`` says which.
 
@@ -143,6 +143,7 @@ def run_example(steps: list[Block], where: Path, timeout: float = 180) -> tuple[
         if not k.startswith(("SEIF_", "CONTEXT_TOOL_")) and "proxy" not in k.lower()
     }
     env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["TMPDIR"] = str(where)  # what an example makes with mktemp goes with its directory
     ports = {port: str(free_port()) for port in PORTS}
     out_file, err_file = where / ".example.out", where / ".example.err"
     with out_file.open("w") as out, err_file.open("w") as err:
