@@ -125,6 +125,8 @@ _CODES = {
     "with so many values that their combinations exceed 64: nothing is written",
     "FILE_CHANGED": "the project file changed between reading and writing: nothing was written",
     "FILE_UNWRITABLE": "the project file cannot be written (permissions, a read-only disk)",
+    "FILE_EXISTS": "`seif init`: the project file to write exists: nothing was written",
+    "NO_TEST_MATCHES": "`seif test --run PATTERN`: no test id matches the glob (exit 2)",
     "STARTER_LANG_UNKNOWN": "`seif starter --lang` other than python or node",
     "OUT_REFUSED": "an output directory that exists and is not empty: nothing is overwritten",
     "ENVIRONMENT_INVALID": "an environment name that is not an id (`^[a-z][a-z0-9-]{0,63}$`)",

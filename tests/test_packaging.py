@@ -87,6 +87,9 @@ def _blocked(*argv: str) -> subprocess.CompletedProcess[str]:
         ("eval", "--project", REFERENCE, "--objective", "learner", "--environment", "staging"),
         ("replay", "--help"),
         ("trace", "verify", "--help"),
+        ("schema", "project"),
+        ("fmt", "--check", REFERENCE.replace(".json", ".seif")),
+        ("init", "--help"),
     ],
 )
 def test_the_engine_and_the_offline_commands_need_no_server_stack(argv: tuple[str, ...]) -> None:

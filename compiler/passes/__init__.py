@@ -31,6 +31,16 @@ PASSES: tuple[tuple[str, Check], ...] = (
 )
 
 
+SCHEMA_KEY = "$schema"
+"""The optional top-level key naming the project file's JSON Schema for editors (`seif schema
+project`): a string, not part of the IR, so it changes no digest."""
+
+
+def without_schema(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` without its top-level ``$schema`` (what every pass after ``parse`` reads)."""
+    return {k: v for k, v in doc.items() if k != SCHEMA_KEY}
+
+
 def check_document(doc: Any) -> list[Diagnostic]:
     """Every diagnostic of a parsed declaration, in document order."""
     if not isinstance(doc, Mapping):
@@ -38,12 +48,20 @@ def check_document(doc: Any) -> list[Diagnostic]:
         structure.check_node(Project, doc, "", out)
         return out.items
     found: list[Diagnostic] = []
+    whole = doc
+    if SCHEMA_KEY in doc:
+        out = Collector(structure.PASS)
+        if not isinstance(doc[SCHEMA_KEY], str):
+            found_type = structure.json_type(doc[SCHEMA_KEY])
+            out.error("WRONG_TYPE", "/$schema", f"expected a string, found {found_type}")
+        found.extend(out.items)
+        doc = without_schema(doc)
     for name, run in PASSES:
         out = Collector(name)
         run(doc, out)
         found.extend(out.items)
     found = [d for d in found if d.code not in _follow_ons(doc)]
-    return sorted(found, key=lambda d: document_order(doc, d.pointer or ""))
+    return sorted(found, key=lambda d: document_order(whole, d.pointer or ""))
 
 
 _DEPENDS = {
@@ -70,4 +88,4 @@ def _follow_ons(doc: Mapping[str, Any]) -> frozenset[str]:
 
 def lower_document(doc: Mapping[str, Any]) -> Project:
     """The IR of a declaration every check accepted: ``defaults``, then ``lower``."""
-    return lower(fill_defaults(doc))
+    return lower(fill_defaults(without_schema(doc)))

@@ -117,12 +117,16 @@ def _check_rules(profile: Mapping[str, Any], pointer: str, tools: set[str], out:
             )
 
 
+READY_FIXTURE_KEYS = ("version", "contractDigest")
+"""What a READY fixture must name besides its state: the contract it serves."""
+
+
 def _check_fixture_keys(
     fixtures: Mapping[str, Any], pointer: str, tools: set[str], out: Collector
 ) -> None:
     for tool_id, fixture in fixtures.items():
         if isinstance(fixture, Mapping) and fixture.get("state") == "READY":
-            for needed in ("version", "contractDigest"):
+            for needed in READY_FIXTURE_KEYS:
                 if needed not in fixture:
                     out.error(
                         "MISSING_KEY",

@@ -21,6 +21,7 @@ from seif.cli import (
     design,
     evaluate,
     fmt,
+    init,
     project,
     promote,
     prove,
@@ -28,6 +29,7 @@ from seif.cli import (
     registry,
     release,
     replay,
+    schema,
     serve,
     shadow,
     starter,
@@ -38,12 +40,14 @@ from seif.cli.output import EXIT_USAGE, warn
 from seif.cli.parsing import Parser
 
 COMMANDS = (
+    init,
     project,  # validate, test, build
     serve,
     approval_server,
     prove,
     convert,
     fmt,
+    schema,  # schema project
     trace,  # trace export, trace verify
     replay,
     shadow,  # shadow report

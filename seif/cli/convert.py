@@ -2,7 +2,9 @@
 (docs/language.md).
 
 Converting is exact: JSON to `.seif` and back gives the same document, hence the same IR and
-digests; a construct the language has no readable form for is written as its `json` form.
+digests; a construct the language has no readable form for is written as its `json` form. A JSON
+file's top-level `$schema` (for editors, not in the IR) has no `.seif` form: it is left out, and
+the command says so on stderr.
 Exit codes: 0 done, 2 an unreadable or unparsable input.
 """
 
@@ -18,6 +20,7 @@ from seif.cli.output import (
     EXIT_USAGE,
     print_diagnostics,
     problem,
+    warn,
 )
 from seif.cli.parsing import command
 
@@ -62,6 +65,7 @@ def document_of(path: str, text: str) -> Any:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from compiler.passes import SCHEMA_KEY, without_schema  # noqa: PLC0415
     from compiler.seif.printer import to_seif  # noqa: PLC0415
     from policy.json.strict import dumps  # noqa: PLC0415
 
@@ -69,6 +73,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
     doc = None if text is None else document_of(args.file, text)
     if doc is None:
         return EXIT_USAGE
+    if args.to == "seif" and isinstance(doc, dict) and SCHEMA_KEY in doc:
+        warn(
+            f"{args.file}: `{SCHEMA_KEY}` (for editors of the JSON file) has no .seif form: "
+            "left out"
+        )
+        doc = without_schema(doc)
     result = to_seif(doc) if args.to == "seif" else dumps(doc, indent=2) + "\n"
     if args.out is None:
         sys.stdout.write(result)

@@ -69,6 +69,19 @@ def print_report(filename: str, report: TestReport, *, to_stderr: bool = False) 
     out(f"context: {report.figure('context')} passed, tools: {report.figure('tools')} passed")
 
 
+def print_results(report: TestReport) -> None:
+    """Every test with its result, one per line: ``PASS ID (objective O)``, ``guard`` for a
+    guard, and its assertions passed of their total."""
+    for result in report.results:
+        verdict = "PASS" if result.passed else "FAIL"
+        passed = sum(a.passed for a in result.assertions)
+        kind = ", guard" if result.guard else ""
+        say(
+            f"{verdict} {result.id} (objective {result.objective}{kind}: "
+            f"{passed}/{len(result.assertions)} assertions)"
+        )
+
+
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else dumps(value, sort_keys=True)
 

@@ -5,12 +5,13 @@ FILE or as ``--project FILE``) and report it the same way, so they are one modul
 from __future__ import annotations
 
 import argparse
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from compiler.builds.build import write_build
 from compiler.driver import CompileResult, compile_file
-from policy.engine.testing import run_tests
+from policy.engine.testing import TestReport, run_test, run_tests
 from policy.ir import Project
 from seif.cli.output import (
     EXIT_NOT_ACCEPTABLE,
@@ -19,7 +20,9 @@ from seif.cli.output import (
     emit_json,
     print_diagnostics,
     print_report,
+    print_results,
     problem,
+    refused,
     say,
     warn,
 )
@@ -37,6 +40,15 @@ def add_parser(sub: Any) -> None:
         parser = command(sub, name, summary, example, description=summary)
         _project_arguments(parser)
         parser.set_defaults(run=run)
+        if name == "test":
+            parser.add_argument(
+                "-v", "--verbose", action="store_true", help="list every test with its result"
+            )
+            parser.add_argument(
+                "--run", metavar="PATTERN", dest="pattern",
+                help="run only the tests whose id matches this glob (`*`, `?`, `[...]`); "
+                "a pattern that matches no test is refused (exit 2)",
+            )  # fmt: skip
     summary = "validate, test and write an immutable build"
     example = "seif build reference/agent-tools/context-project.json --out out/build"
     build = command(sub, "build", summary, example, description=summary)
@@ -152,6 +164,18 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def selected_tests(project: Project, pattern: str | None) -> TestReport:
+    """The report of the project's tests whose id matches the glob ``pattern`` (all of them
+    without one), each at its index in the file so that failures keep their pointers."""
+    return TestReport(
+        tuple(
+            run_test(project, index, test)
+            for index, test in enumerate(project.tests)
+            if pattern is None or fnmatchcase(test.id, pattern)
+        )
+    )
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     result = compile_file(args.project)
     if result.project is None:
@@ -162,10 +186,16 @@ def cmd_test(args: argparse.Namespace) -> int:
         return exit_code_for(result)
     if not args.json:
         print_diagnostics(result.diagnostics, args.project, result.source)  # its warnings
-    report = run_tests(result.project)
+    report = selected_tests(result.project, args.pattern)
+    if args.pattern is not None and not report.results:
+        count = len(result.project.tests)
+        message = f"no test id matches `{args.pattern}` ({count} test{'s' if count != 1 else ''})"
+        return refused(f"{args.project}", "NO_TEST_MATCHES", message, as_json=args.json)
     if args.json:
         emit_json(report.to_json())
     else:
+        if args.verbose:
+            print_results(report)
         print_report(args.project, report)
         say(f"{len(report.results)} tests, {sum(r.passed for r in report.results)} passed")
     return EXIT_OK if report.passed else EXIT_NOT_ACCEPTABLE

@@ -1,7 +1,8 @@
-"""docs/runtime-walkthrough.md's "Walkthrough with curl" stays true: its ``sh`` blocks run in
-order in one bash, in a temporary directory (the executor and ``seif serve`` started in the
-background as the page says, on free ports), and each answer is the JSON the page shows under
-its command.
+"""docs/runtime-walkthrough.md's "Walkthrough with curl" stays true: the steps of its example
+`walkthrough` (its ``sh`` blocks marked ``<!-- example: walkthrough -->``, found as every
+guide's examples are: tests/support/guide_examples.py) run in order in one bash, in a temporary
+directory (the executor and ``seif serve`` started in the background as the page says, on free
+ports), and each answer is the JSON the page shows under its command.
 
 A string of the page with ``…`` in it stands for any string with the same text around the
 ``…``; an instant (``at``, ``expiresAt``...) for any of its type. Everything else is compared
@@ -9,43 +10,38 @@ exactly, so a drift of the page or of the runtime fails here."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.guide_examples import blocks, free_port, stop_group
 from tests.support.paths import ROOT
 
 DOC = ROOT / "docs" / "runtime-walkthrough.md"
-SECTION = "\n## Walkthrough with curl\n"
 MARK = "@@walkthrough step@@"
 INSTANTS = frozenset({"at", "resolvedAt", "expiresAt", "requestedAt", "contextExpiresAt"})
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def steps() -> list[tuple[str, Any]]:
-    """(commands, the answer shown or None) for each ``sh`` block of the section, in order."""
-    text = DOC.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    section = text[start : end if end != -1 else len(text)]
+    """(commands, the answer shown or None) for each step of the page's example `walkthrough`
+    (:mod:`tests.support.guide_examples`), in order: a ``json`` block right after a step is
+    its answer."""
     found: list[tuple[str, Any]] = []
-    for lang, body in re.findall(r"^```(\w*)\n(.*?)^```$", section, flags=re.M | re.S):
-        if lang == "sh":
-            found.append((body, None))
-        elif lang == "json":
-            assert found and found[-1][1] is None, f"an answer without its command: {body[:80]}"
-            found[-1] = (found[-1][0], json.loads(body))
+    previous = None
+    for block in blocks(DOC):
+        if block.example == "walkthrough":
+            found.append((block.text, None))
+        elif block.lang == "json" and previous is not None and previous.example == "walkthrough":
+            found[-1] = (found[-1][0], json.loads(block.text))
+        previous = block
     return found
 
 
@@ -69,28 +65,6 @@ def mismatches(want: Any, got: Any, path: str = "") -> list[str]:
     elif type(want) is type(got) and want == got:
         return []
     return [f"{path or '/'}: {json.dumps(got)[:200]}, the page says {json.dumps(want)[:200]}"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def stop_group(proc: subprocess.Popen[str]) -> None:
-    """End the bash and everything it started in the background (its process group)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            proc.poll()  # reaps the bash itself
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
 
 
 def run(found: list[tuple[str, Any]], where: Path) -> list[str]:

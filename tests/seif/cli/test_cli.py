@@ -189,8 +189,8 @@ def test_python_dash_m_seif_and_every_command_s_help_shows_an_example() -> None:
         check=False,
     )
     assert done.returncode == 0 and "example:\n  seif validate" in done.stdout
-    commands = ("test", "build", "serve", "approval-server", "prove", "convert", "fmt")
-    for command in (*commands, "trace", "replay", "register", "promote", "bundle", "bindings"):
+    commands = ("test", "build", "serve", "approval-server", "prove", "convert", "fmt", "init")
+    for command in (*commands, "schema", "trace", "replay", "register", "promote", "bundle"):
         helped = subprocess.run(
             [sys.executable, "-m", "seif", command, "--help"],
             capture_output=True,

@@ -6,23 +6,12 @@ read `.seif`."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.cli import seif
 from tests.support.paths import ROOT
 
 REFERENCE = ROOT / "reference" / "agent-tools"
-
-
-def seif(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "seif.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def test_convert_both_ways_gives_the_same_document(tmp_path: Path) -> None:
