@@ -113,7 +113,8 @@ ROUTES: Final = (
         "GET",
         "/v1/ready",
         "ready",
-        "every bound descriptor matches its contract (503 with each tool's state if not)",
+        "every bound descriptor matches its contract and every tool an objective requires is"
+        " bound and ready (503 with each tool's state if not)",
         {OK: a.Ready, UNAVAILABLE: a.Ready},
     ),
     Route(
