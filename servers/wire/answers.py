@@ -261,6 +261,8 @@ class PendingCall(TypedDict):
 
     contextRef: str
     tool: str
+    toolDescription: str
+    """The tool's ``description`` in the build's contract (what it does)."""
     callId: str
     arguments: Any
     reason: str
@@ -268,6 +270,13 @@ class PendingCall(TypedDict):
     expiresAt: Instant
     contextExpiresAt: Instant
     coordinates: Coordinates
+    application: str
+    """The id of the credential that resolved the call's context: the application that asked."""
+    requesterGone: bool
+    """True when nobody can take the call's answer any more: the request that asked for it
+    ended before its answer reached its client, and no later request can name the call (an MCP
+    ``tools/call`` with a call id of its own, whose client left). It stays listed until it
+    expires and may be rejected; an approve is ``409 REQUESTER_GONE``."""
 
 
 class PendingList(TypedDict):

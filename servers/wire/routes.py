@@ -95,7 +95,7 @@ def _approval(path: str, handler: str, summary: str, answer: type) -> Route:
         body=r.DecisionRequest,
         refuses=(
             *(E.ARGUMENTS_INVALID, E.CONTEXT_UNKNOWN, E.CONTEXT_EXPIRED, E.TOOL_NOT_DISCLOSED),
-            *(E.CALL_REJECTED, E.CALL_DECIDED),
+            *(E.CALL_REJECTED, E.CALL_DECIDED, E.REQUESTER_GONE),
         ),
     )
 
