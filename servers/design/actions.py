@@ -20,6 +20,7 @@ from aiohttp import web
 from compiler.authoring.checkcall import FIXTURE_MODES, check_call
 from compiler.authoring.protect import protect_tool
 from compiler.authoring.show import show_tools
+from compiler.authoring.simulate import coordinates_given
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
 from compiler.authoring.tools import FIELD_TYPES, TEMPLATES, include_tool, new_tool
 from compiler.diagnostics import CompileError
@@ -103,6 +104,7 @@ def _check_call(ws: Workspace, body: design.CheckCall) -> dict[str, Any]:
         arguments=json_field(body.arguments, "arguments"),
         approved=bool(body.approved),
         fixtures=fixtures,
+        coordinates=coordinates_given(body.consumer, body.environment, body.deployment),
     )
 
 

@@ -77,13 +77,17 @@ class ProtectTool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckCall:
-    """``POST /api/tools/check-call`` (``seif tool check-call``): the arguments as JSON text."""
+    """``POST /api/tools/check-call`` (``seif tool check-call``): the arguments as JSON text and
+    the simulated context's coordinates (an empty one is absent)."""
 
     objective: Name
     tool: Name
     arguments: Text
     approved: Flag | None = None
     fixtures: Name | None = None
+    consumer: Text | None = None
+    environment: Text | None = None
+    deployment: Text | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,7 @@
    from the server or the file is set with textContent. The local token comes in the URL's
    fragment (#token=...), is kept in sessionStorage only, and is sent on every API call. */
 
-import { cardBody, diagnostics, holding, human, make, options, rendered } from "./cards.js";
+import { cardBody, diagnostics, holding, human, make, options, rendered, scenarioText } from "./cards.js";
 
 (() => {
   const TOKEN_KEY = "seif.designToken";
@@ -255,6 +255,8 @@ import { cardBody, diagnostics, holding, human, make, options, rendered } from "
       objective: $("cc-objective").value, tool: $("cc-tool").value,
       arguments: $("cc-arguments").value, approved: $("cc-approved").checked,
       fixtures: $("cc-fixtures").value,
+      consumer: $("cc-consumer").value.trim(), environment: $("cc-environment").value.trim(),
+      deployment: $("cc-deployment").value.trim(),
     });
     const box = $("check-result");
     box.hidden = false;
@@ -270,7 +272,8 @@ import { cardBody, diagnostics, holding, human, make, options, rendered } from "
     const reason = (report.decision || {}).reason;
     verdict.textContent = report.allowed ? "Allowed" : `Denied${reason ? `: ${reason}` : ""}`;
     verdict.classList.add(report.allowed ? "allowed" : "denied");
-    for (const key of ["decision", "availability", "approval"]) {
+    $("check-details").append(make("dt", "", "Coordinates"), make("dd", "", scenarioText(report.coordinates)));
+    for (const key of ["condition", "decision", "availability", "approval"]) {
       if (report[key] === undefined) continue;
       $("check-details").append(make("dt", "", human(key)));
       $("check-details").append(holding("dd", rendered(report[key])));

@@ -73,6 +73,13 @@ function line(label, values) {
   return p;
 }
 
+/** A scenario's coordinates as `seif tool show` writes them: `environment production, consumer
+    trial`, or `no coordinates`. */
+export const scenarioText = (coordinates) =>
+  Object.entries(coordinates || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "no coordinates";
+
+const seen = (x) => x.disclosed ? "disclosed" : `not disclosed${x.reason ? ` (${x.reason})` : ""}`;
+
 function audience(report) {
   const box = make("div", "");
   box.append(line("Included by", report.includedBy || []), line("Required by", report.requiredBy || []),
@@ -81,7 +88,17 @@ function audience(report) {
   for (const o of report.objectives || []) {
     const li = make("li", o.disclosed ? "row yes" : "row no", null, { "data-objective": o.objective });
     li.append(make("strong", "", o.objective), make("span", "muted", ` (profile ${o.profile}, ${o.rule}): `));
-    li.append(make("span", "", o.disclosed ? "disclosed" : `not disclosed${o.reason ? ` (${o.reason})` : ""}`));
+    li.append(make("span", "", seen(o)));
+    const others = (o.scenarios || []).slice(1);
+    if (others.length) {
+      const nested = make("ul", "rows scenarios");
+      for (const s of others) {
+        nested.append(make("li", s.disclosed ? "row yes" : "row no", `at ${scenarioText(s.coordinates)}: ${seen(s)}`,
+          { "data-scenario": scenarioText(s.coordinates) }));
+      }
+      li.append(nested);
+    }
+    if (o.tooManyScenarios) li.append(make("p", "hint warn", o.tooManyScenarios));
     list.append(li);
   }
   box.append(list);
@@ -98,6 +115,13 @@ function protection(report) {
   const gap = line("Objectives no guard covers", open);
   if (open.length) gap.classList.add("warn");
   box.append(gap);
+  const bare = (report.unguardedScenarios || []).filter((x) => !open.includes(x.objective));
+  if (bare.length) {
+    const scenarios = line("Scenarios no guard covers",
+      bare.map((x) => `${x.objective} at ${scenarioText(x.coordinates)}`));
+    scenarios.classList.add("warn");
+    box.append(scenarios);
+  }
   if ((report.failing || []).length) box.append(line("Failing", report.failing));
   return box;
 }

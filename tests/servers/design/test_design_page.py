@@ -20,6 +20,7 @@ from compiler.authoring.tools import include_tool, new_tool
 from policy.json.strict import dumps, loads
 from servers.http.pages import CSP
 from tests.support.browser_support import launched_browser
+from tests.support.coordinates import PROPOSAL, coordinates_doc, write_project
 from tests.support.design_harness import cli_edit, design_process, project_copy
 from tests.support.runtime_harness import ROOT
 
@@ -157,6 +158,46 @@ def test_an_invalid_custom_schema_shows_its_pointer_and_writes_nothing(
     assert project.read_bytes() == before
 
 
+def test_scenarios_and_a_call_at_coordinates_are_shown_as_tool_show_and_check_call_say(
+    browser: Browser, tmp_path: Path
+) -> None:
+    project = write_project(tmp_path, coordinates_doc(), ".json")
+    before = project.read_bytes()
+    with design_process(project) as running:
+        opened_page = opened(browser, running.url)
+        page = opened_page.page
+        entry = card(page, "propose-change")
+        authoring = entry.locator('[data-section="audience"] [data-objective="authoring"]')
+        expect(authoring.locator('[data-scenario="environment production"]')).to_have_text(
+            "at environment production: not disclosed (CONDITION_NOT_MET)"
+        )
+        expect(authoring.locator('[data-scenario="consumer trial"]')).to_have_text(
+            "at consumer trial: disclosed"
+        )
+        expect(entry.locator('[data-section="protection"]')).to_contain_text(
+            "Scenarios no guard covers: authoring at deployment canary"
+        )
+
+        entry.get_by_role("button", name="Validate a call").click()
+        page.get_by_label("Objective").select_option("authoring")
+        page.get_by_label("Arguments (JSON)").fill(dumps(PROPOSAL))
+        page.get_by_label("Simulate an approval").check()
+        page.get_by_role("button", name="Validate", exact=True).click()
+        expect(page.locator("#check-verdict")).to_have_text("Allowed")
+        page.get_by_label("Context consumer").fill("trial")
+        page.get_by_role("button", name="Validate", exact=True).click()
+        expect(page.locator("#check-verdict")).to_have_text("Denied: CONDITION_DENIED")
+        details = page.locator("#check-details")
+        expect(details).to_contain_text("consumer trial")
+        expect(details).to_contain_text("context.consumer == 'trial'")
+        page.get_by_label("Context consumer").fill("")
+        page.get_by_label("Context environment").fill("production")
+        page.get_by_role("button", name="Validate", exact=True).click()
+        expect(page.locator("#check-verdict")).to_have_text("Denied: TOOL_NOT_DISCLOSED")
+        opened_page.close()
+    assert project.read_bytes() == before
+
+
 def test_a_starter_is_written_from_a_card(browser: Browser, tmp_path: Path) -> None:
     project = project_copy(tmp_path, "json")
     out = tmp_path / "starter-inspect"
@@ -184,7 +225,7 @@ def test_prepare_release_and_connect_saves_an_endpoint_as_configured(
         page = opened_page.page
         page.get_by_role("button", name="Prepare release & connect").first.click()
         expect(page.get_by_label("Registry directory")).to_have_value(str(registry))
-        page.get_by_label("Environment").fill("staging")
+        page.get_by_label("Environment", exact=True).fill("staging")
         page.locator("#release-form").get_by_role("button").click()
         expect(page.locator("#release-nothing")).to_contain_text("Nothing was promoted or deployed")
         assert bindings.is_file() and (registry / "builds").is_dir()

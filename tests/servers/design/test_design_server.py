@@ -23,9 +23,10 @@ from compiler.authoring.checkcall import check_call
 from compiler.authoring.protect import protect_tool
 from compiler.authoring.source import load_source
 from compiler.authoring.tools import include_tool, new_tool
-from policy.json.strict import loads
+from policy.json.strict import dumps, loads
 from servers.design.app import design_app, serving
 from servers.http.pages import CSP
+from tests.support.coordinates import PROPOSAL, coordinates_doc, write_project
 from tests.support.design_harness import REFERENCE, cli_edit, design_process, project_copy
 
 TOKEN = "design-token-5c2a9e1f7b"
@@ -343,6 +344,33 @@ def test_validate_a_call_is_the_engine_decision_and_dispatches_nothing(
 
     run(project, scenario)
     assert project.read_bytes() == before
+
+
+@pytest.mark.parametrize("suffix", [".json", ".seif"])
+def test_validate_a_call_at_coordinates_names_the_condition_that_decided(
+    tmp_path: Path, suffix: str
+) -> None:
+    project = write_project(tmp_path, coordinates_doc(), suffix)
+    base = {"objective": "authoring", "tool": "propose-change", "approved": True}
+    body = {**base, "arguments": dumps(PROPOSAL)}
+
+    async def scenario(d: Design) -> None:
+        for at in ({}, {"consumer": "trial"}, {"environment": "production"}, {"consumer": ""}):
+            reply = await d.call("POST", "/api/tools/check-call", {**body, **at})
+            assert reply.status == 200, reply.body
+            given = {k: v for k, v in at.items() if v}
+            expected = check_call(
+                load_source(project), **base, arguments=PROPOSAL, coordinates=given
+            )
+            assert reply.body == loads(_json(expected))
+            assert reply.body["coordinates"] == given
+        reply = await d.call("POST", "/api/tools/check-call", {**body, "consumer": "trial"})
+        assert reply.body["allowed"] is False
+        assert reply.body["condition"]["when"] == "context.consumer == 'trial'"
+        reply = await d.call("POST", "/api/tools/check-call", {**body, "consumer": 7})
+        assert (reply.status, reply.body["error"]["code"]) == (400, "BAD_REQUEST")
+
+    run(project, scenario)
 
 
 def _json(value: Any) -> str:
