@@ -55,6 +55,13 @@ _CODES = {
     " levels beyond 200",
     "CEL_UNKNOWN_FUNCTION": "a CEL expression calls a function CEL does not define there, or with"
     " another number of arguments (`args.ref.split('/')`: string extensions are not standard CEL)",
+    "CEL_UNKNOWN_FIELD": "a CEL expression reads a field that is not there: `args.<field>` not a"
+    " parameter of the rule's tool (its schema, nested objects included), `context.<field>` not"
+    " a coordinate or `objective`, `call.<field>` not `tool`, `callId` or `count`; the nearest"
+    " name is suggested",
+    "CEL_OPTIONAL_WITHOUT_HAS": "a warning: a condition reads an optional argument without"
+    " `has()`, so every call without it is denied `CONDITION_ERROR`; guard the read with"
+    " `has(args.x) && ...` (or `!has(args.x) || ...`)",
     # the schema subset
     "SCHEMA_NOT_OBJECT": "a schema that is not a JSON object",
     "SCHEMA_TYPE_MISSING": "a schema node without `type`",

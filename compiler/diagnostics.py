@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from policy.diagnostic import Diagnostic, DiagnosticError, Location, did_you_mean
+from policy.diagnostic import Diagnostic, DiagnosticError, Location, Severity, did_you_mean
 
 __all__ = ["Collector", "CompileError", "Diagnostic", "Location", "did_you_mean"]
 
@@ -32,9 +32,17 @@ class Collector:
     def at(self, code: str, line: int, column: int, message: str) -> None:
         self.add(code, message, Location(line=line, column=column, cite="line"))
 
-    def add(self, code: str, message: str, location: Location) -> None:
+    def add(
+        self, code: str, message: str, location: Location, severity: Severity = "error"
+    ) -> None:
         self.items.append(
-            Diagnostic(code=code, message=message, location=location, pass_name=self.pass_name)
+            Diagnostic(
+                code=code,
+                message=message,
+                location=location,
+                severity=severity,
+                pass_name=self.pass_name,
+            )
         )
 
     def extend(self, diagnostics: Iterable[Diagnostic]) -> None:

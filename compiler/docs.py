@@ -22,8 +22,11 @@ line and a caret under the column; a data-directory refusal by what to do,
 `FILE: remedy: ...`. `seif validate` prints them one per line in document order; all problems
 are reported in one run, not only the first.
 
-`--json` gives `{"code", "pointer", "line", "column", "message"}` objects with the keys the
-location has (`seif register`, `promote` and `release` put the `"file"` first). A diagnostic of
+`--json` gives `{"code", "severity", "pointer", "line", "column", "message"}` objects with the
+keys the location has (`seif register`, `promote` and `release` put the `"file"` first).
+`severity` is `error` or `warning`: a warning (only `CEL_OPTIONAL_WITHOUT_HAS` so far) is
+reported the same way and refuses nothing, so `seif validate` prints it and still says `valid`
+(`"ok": true`, exit 0). A diagnostic of
 a JSON file (a project, a bindings, credentials or approvers file) keeps citing its pointer in
 the text form, and its `line` and `column` say where the value it points to is written (the
 nearest written ancestor for a missing key; 1-based, columns count characters), so an editor

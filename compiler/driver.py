@@ -5,20 +5,21 @@
 ``check`` → ``defaults`` → ``lower``. Every pass up to ``check`` reports into its own collector
 and all of them run, so one call reports every problem it can find; diagnostics are then sorted
 into document order, and each pointer is resolved to its line and column in the JSON text.
-Lowering runs only on a declaration with no diagnostics.
+Lowering runs only on a declaration with no error: warnings (``severity: warning``) are
+reported with the IR and refuse nothing.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from compiler.diagnostics import Collector, CompileError
 from compiler.passes import check_document, lower_document, parse
-from policy.diagnostic import Diagnostic
+from policy.diagnostic import Diagnostic, refusing
 from policy.ir import Project
 from policy.json.pointer import document_order
 from policy.json.positions import with_positions
@@ -27,7 +28,8 @@ from policy.json.value import thaw
 
 @dataclass(frozen=True, slots=True)
 class CompileResult:
-    """What compiling one source gave: the IR when there were no diagnostics."""
+    """What compiling one source gave: the IR when there was no error, and every diagnostic
+    (with the IR, only warnings)."""
 
     project: Project | None
     diagnostics: tuple[Diagnostic, ...]
@@ -38,11 +40,15 @@ class CompileResult:
         return self.project is not None
 
 
-def compile_document(doc: Any) -> CompileResult:
-    diagnostics = check_document(doc)
-    if diagnostics:
+def compile_document(doc: Any, *, tolerated: frozenset[str] = frozenset()) -> CompileResult:
+    """Compile a parsed declaration; the errors of the codes ``tolerated`` count as warnings
+    (a stored build is loaded with the checks it was written under: ``compiler.builds``)."""
+    diagnostics = [
+        replace(d, severity="warning") if d.code in tolerated else d for d in check_document(doc)
+    ]
+    if refusing(diagnostics):
         return CompileResult(None, tuple(diagnostics))
-    return CompileResult(lower_document(doc), ())
+    return CompileResult(lower_document(doc), tuple(diagnostics))
 
 
 def compile_text(text: str) -> CompileResult:
@@ -54,9 +60,10 @@ def compile_text(text: str) -> CompileResult:
     found = sorted(
         [*out.items, *check_document(doc)], key=lambda d: document_order(doc, d.pointer or "")
     )
-    if found:  # each pointer resolved to where its value is written, for an editor
-        return CompileResult(None, tuple(with_positions(found, text)), text)
-    return CompileResult(lower_document(doc), (), text)
+    located = tuple(with_positions(found, text))  # where each value is written, for an editor
+    if refusing(found):
+        return CompileResult(None, located, text)
+    return CompileResult(lower_document(doc), located, text)
 
 
 def compile_file(path: str | os.PathLike[str]) -> CompileResult:
@@ -77,9 +84,9 @@ def compile_seif(text: str) -> CompileResult:
     from compiler.seif.front import compile_seif_text  # noqa: PLC0415  # lark loads on demand
 
     parsed, found = compile_seif_text(text)
-    if parsed is None or found:
+    if parsed is None or refusing(found):
         return CompileResult(None, tuple(found), text)
-    return CompileResult(lower_document(parsed.document), (), text)
+    return CompileResult(lower_document(parsed.document), tuple(found), text)
 
 
 def compile_project(source: str | os.PathLike[str] | Mapping[str, Any]) -> Project:

@@ -118,6 +118,11 @@ class Diagnostic:
         return out
 
 
+def refusing(diagnostics: Iterable[Diagnostic]) -> bool:
+    """Whether any of ``diagnostics`` is an error (warnings refuse nothing)."""
+    return any(d.severity == "error" for d in diagnostics)
+
+
 def headline(diagnostic: Diagnostic) -> str:
     """``CODE: message``: a diagnostic without its location, as another one quotes it."""
     return f"{diagnostic.code}: {diagnostic.message}"

@@ -15,6 +15,7 @@ from typing import Any
 
 from compiler.authoring.source import ProjectSource, refusal
 from policy import reasons as R
+from policy.cel.fields import OPTIONAL_WITHOUT_HAS, check_fields
 from policy.diagnostic import Location
 from policy.engine.decision import Decision
 from policy.engine.testing import current_fixtures
@@ -73,6 +74,12 @@ def condition_of(ir: Project, source: ProjectSource, decision: Decision) -> dict
     condition = rule.conditions[why.condition]
     line, column = position(source, f"{why.pointer}/when")  # where its expression is
     effect = "denied" if decision.reason in CONDITION_REASONS else "approval required"
+    tool = ir.tool_by_id[rule.tool]
+    unguarded = [
+        d.message
+        for d in check_fields(condition.when, "call", tool.parameters, tool.id)
+        if d.code == OPTIONAL_WITHOUT_HAS
+    ]
     return {
         "profile": why.profile,
         "tool": rule.tool,
@@ -83,7 +90,7 @@ def condition_of(ir: Project, source: ProjectSource, decision: Decision) -> dict
         "when": condition.when,
         "then": condition.then,
         "effect": "failed to evaluate" if decision.reason == R.CONDITION_ERROR else effect,
-        "reason": _reason(why, decision),
+        "reason": _reason(why, decision, unguarded),
     }
 
 
@@ -97,12 +104,15 @@ EVALUATION_HINTS = {
 """What an evaluation error code most often means, for the author who reads it."""
 
 
-def _reason(why: Explanation, decision: Decision) -> str:
+def _reason(why: Explanation, decision: Decision, unguarded: list[str]) -> str:
     """What the engine says: the condition's reason, or its evaluation error (with what that
-    error most often means)."""
+    error most often means: for a missing field, the optional arguments the condition reads
+    without ``has()``, as ``seif validate`` warns of them)."""
     if decision.reason != R.CONDITION_ERROR:
         return why.detail
     error = why.detail.removeprefix("evaluation failed: ")
+    if error.startswith("NO_SUCH_KEY") and unguarded:
+        return f"{error}: " + "; ".join(unguarded)
     hint = next((h for code, h in EVALUATION_HINTS.items() if error.startswith(code)), None)
     return f"{error}: {hint}" if hint else f"{error}; the call is denied (fail closed)"
 

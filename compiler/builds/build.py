@@ -199,10 +199,15 @@ def _decode_body(data: bytes) -> Mapping[str, Any]:
     return body
 
 
+LATER_CHECKS = frozenset({"CEL_UNKNOWN_FIELD"})
+"""Errors a project is refused for that a build written before they were checked may hold: it
+still loads (a condition reading an unknown field fails closed at run time, as it did)."""
+
+
 def _compile_ir(ir: Any) -> Project:
     if not isinstance(ir, Mapping):
         raise _fail("BUILD_INVALID", "/ir", "the build's `ir` is not a map")
-    result = compile_document({"format": PROJECT_FORMAT, **thaw(ir)})
+    result = compile_document({"format": PROJECT_FORMAT, **thaw(ir)}, tolerated=LATER_CHECKS)
     if result.project is None:
         raise CompileError(
             [

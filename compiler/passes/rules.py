@@ -10,6 +10,8 @@ from compiler.passes.lower import tool_with_defaults
 from compiler.passes.resolve import items
 from compiler.passes.schema_subset import check_schema
 from policy.cel.expression import check_expression
+from policy.cel.fields import OPTIONAL_WITHOUT_HAS, UNKNOWN_FIELD, check_fields
+from policy.diagnostic import Location
 from policy.json.canonical import EncodingError, canonical_json_bytes
 from policy.json.pointer import join
 
@@ -19,12 +21,15 @@ MAX_CATALOGUE_BYTES = 65_536
 
 
 def check_rules(doc: Mapping[str, Any], out: Collector) -> None:
+    tools: dict[str, Mapping[str, Any]] = {}
     for pointer, tool in items(doc, "tools", ""):
         _check_tool(tool, pointer, out)
+        if isinstance(tool.get("id"), str):
+            tools.setdefault(tool["id"], tool)
     _check_catalogue(doc, out)
     for pointer, profile in items(doc, "profiles", ""):
         for rp, rule in items(profile, "toolRules", pointer):
-            _check_rule_cel(rule, rp, out)
+            _check_rule_cel(rule, rp, tools.get(str(rule.get("tool"))), out)
 
 
 def _check_tool(tool: Mapping[str, Any], pointer: str, out: Collector) -> None:
@@ -64,19 +69,37 @@ def _check_catalogue(doc: Mapping[str, Any], out: Collector) -> None:
         )
 
 
-def _check_rule_cel(rule: Mapping[str, Any], pointer: str, out: Collector) -> None:
+def _check_rule_cel(
+    rule: Mapping[str, Any], pointer: str, tool: Mapping[str, Any] | None, out: Collector
+) -> None:
     when = rule.get("when")
     if isinstance(when, str) and when:
-        _check_cel(when, "disclosure", join(pointer, "when"), out)
+        _check_cel(when, "disclosure", join(pointer, "when"), None, out)
     for cp, condition in items(rule, "conditions", pointer):
         text = condition.get("when")
         if isinstance(text, str) and text:
-            _check_cel(text, "call", join(cp, "when"), out)
+            _check_cel(text, "call", join(cp, "when"), tool, out)
 
 
-def _check_cel(text: str, stage: str, pointer: str, out: Collector) -> None:
-    for problem in check_expression(text, stage):
+_LOCATED = frozenset(
+    {"CEL_SYNTAX", "CEL_UNKNOWN_IDENTIFIER", "CEL_UNKNOWN_FUNCTION", UNKNOWN_FIELD}
+    | {OPTIONAL_WITHOUT_HAS}
+)
+"""The CEL codes whose message ends with where in the expression the problem is."""
+
+
+def _check_cel(
+    text: str, stage: str, pointer: str, tool: Mapping[str, Any] | None, out: Collector
+) -> None:
+    """The expression's problems, then (when it has none) the fields it reads, checked against
+    the stage's variables and the parameter schema of the rule's ``tool`` (None: not known)."""
+    problems = check_expression(text, stage)
+    if not problems:
+        parameters = tool.get("parameters") if tool is not None else None
+        tool_id = str(tool.get("id")) if tool is not None else None
+        problems = check_fields(text, stage, parameters, tool_id)
+    for problem in problems:
         where = f" (at {problem.line}:{problem.column} of the expression)"
-        located = ("CEL_SYNTAX", "CEL_UNKNOWN_IDENTIFIER", "CEL_UNKNOWN_FUNCTION")
-        column_info = where if problem.code in located else ""
-        out.error(problem.code, pointer, problem.message + column_info)
+        column_info = where if problem.code in _LOCATED else ""
+        location = Location(pointer=pointer)
+        out.add(problem.code, problem.message + column_info, location, problem.severity)

@@ -117,14 +117,16 @@ _STRING_OR_NUMBER_ROOTS = frozenset({"context", "call"})
 """Every field of ``context`` is a string, and ``call`` holds strings and a count."""
 
 
-def _unwrap(node: Any) -> Any:
+def unwrap(node: Any) -> Any:
+    """A node without its single-child wrappers (``member``, ``primary``, parentheses...)."""
     while isinstance(node, Tree) and len(node.children) == 1 and isinstance(node.children[0], Tree):
         node = node.children[0]
     return node
 
 
-def _ident_of(node: Any) -> str | None:
-    node = _unwrap(node)
+def ident_of(node: Any) -> str | None:
+    """The name of a bare identifier (``args``), or None for anything else."""
+    node = unwrap(node)
     if isinstance(node, Tree) and node.data == "ident" and node.children:
         return str(node.children[0])
     return None
@@ -135,7 +137,7 @@ def certainly_not_boolean(tree: Any) -> bool:
     literal, arithmetic, a list or map, a bare identifier, a field of ``context`` or ``call``,
     a conversion or ``size``; a conditional when both branches are. Anything that may be a
     boolean (``args.flag``) is left to evaluation, which fails closed."""
-    node = _unwrap(tree)
+    node = unwrap(tree)
     if not isinstance(node, Tree):
         return False
     kind = str(node.data)
@@ -148,7 +150,7 @@ def certainly_not_boolean(tree: Any) -> bool:
     if kind in ("list_lit", "map_lit", "ident"):
         return True
     if kind == "member_dot":
-        return _ident_of(node.children[0]) in _STRING_OR_NUMBER_ROOTS
+        return ident_of(node.children[0]) in _STRING_OR_NUMBER_ROOTS
     if kind == "ident_arg":
         return str(node.children[0]) in _NON_BOOLEAN_FUNCTIONS
     if kind == "member_dot_arg":

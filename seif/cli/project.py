@@ -96,14 +96,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
         return exit_code_for(result)
     print_diagnostics(result.diagnostics, args.project, result.source)
+    warnings = _counted(sum(d.severity == "warning" for d in result.diagnostics), "warning")
     if result.project is None:
-        count = len(result.diagnostics)
-        say(f"{args.project}: invalid, {count} error{'s' if count != 1 else ''}")
+        errors = _counted(sum(d.severity == "error" for d in result.diagnostics), "error")
+        say(f"{args.project}: invalid, {errors}" + (f", {warnings}" if warnings else ""))
     else:
-        say(f"{args.project}: valid, {len(result.project.tools)} tools")
+        say(
+            f"{args.project}: valid, {len(result.project.tools)} tools"
+            + (f", {warnings}" if warnings else "")
+        )
         for row in tool_rows(result.project):
             say(f"  {row['id']} {row['version']} {row['contractDigest']}")
     return exit_code_for(result)
+
+
+def _counted(count: int, noun: str) -> str:
+    """``1 warning``, ``2 warnings``; ``""`` for none."""
+    return f"{count} {noun}{'s' if count != 1 else ''}" if count else ""
 
 
 BUILD_FILES = frozenset({"build.cbor", "manifest.json"})
@@ -132,6 +141,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print_diagnostics(result.diagnostics, args.project, result.source)
         warn(f"{args.project}: invalid, no build written")
         return exit_code_for(result)
+    print_diagnostics(result.diagnostics, args.project, result.source)  # its warnings
     report = run_tests(result.project)
     if not report.passed:
         print_report(args.project, report, to_stderr=True)
@@ -150,6 +160,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         else:
             print_diagnostics(result.diagnostics, args.project, result.source)
         return exit_code_for(result)
+    if not args.json:
+        print_diagnostics(result.diagnostics, args.project, result.source)  # its warnings
     report = run_tests(result.project)
     if args.json:
         emit_json(report.to_json())

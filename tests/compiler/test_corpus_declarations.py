@@ -6,10 +6,11 @@ files themselves: an unknown or duplicate key, a NaN, or a case that asserts not
 - ``invalid/*.json``: ``{"description", "project" | "source", "diagnostics"}``; ``diagnostics``
   is the exact ordered list of ``{"code", "pointer"}`` or ``{"code", "line", "column"}`` the
   compiler must report (``source`` is raw JSON text, for parse-level cases).
-- ``valid/*.json``: ``{"description", "project", "contracts"?, "ir"?}``; the project compiles
-  with no diagnostic, ``contracts`` maps every tool id to its contract digest, and ``ir`` maps
-  JSON pointers (declaration keys) into the compiled IR to the values found there, defaults
-  filled in.
+- ``valid/*.json``: ``{"description", "project", "contracts"?, "ir"?, "warnings"?}``; the
+  project compiles with no error and exactly the ``warnings`` listed (``{"code", "pointer"}``,
+  in order; none when absent), ``contracts`` maps every tool id to its contract digest, and
+  ``ir`` maps JSON pointers (declaration keys) into the compiled IR to the values found there,
+  defaults filled in.
 - ``skip.json``: ``{"<case file name>": "reason"}``. A listed case that fails is skipped with its
   reason; a listed case that passes fails, so that the entry is removed once the bug is fixed.
 """
@@ -38,7 +39,7 @@ from tests.support.paths import ROOT
 CORPUS = ROOT / "corpus" / "declarations"
 KINDS = ("invalid", "valid")
 INVALID_KEYS = frozenset({"description", "project", "source", "diagnostics"})
-VALID_KEYS = frozenset({"description", "project", "contracts", "ir"})
+VALID_KEYS = frozenset({"description", "project", "contracts", "ir", "warnings"})
 POINTER_ENTRY = frozenset({"code", "pointer"})
 LINE_ENTRY = frozenset({"code", "line", "column"})
 
@@ -173,7 +174,9 @@ def resolve_ir(value: Any, pointer: str) -> Any:
 def check_valid(case: Mapping[str, Any]) -> None:
     project = case["project"]
     result = compile_text(json.dumps(project, indent=2, ensure_ascii=False))
-    assert actual_entries(result) == []
+    warnings = case.get("warnings", [])
+    assert actual_entries(result) == warnings
+    assert all(d.severity == "warning" for d in result.diagnostics)
     ir = result.project
     assert isinstance(ir, Project)
     digests = {tool.id: tool.contract_digest for tool in ir.tools}
@@ -185,7 +188,7 @@ def check_valid(case: Mapping[str, Any]) -> None:
         found = to_declaration(resolve_ir(ir, pointer))
         assert json_equal(found, value), f"{pointer}: {found!r} != {value!r}"
     again = compile_document({"format": PROJECT_FORMAT, **to_declaration(ir)})
-    assert actual_entries(again) == []
+    assert [{"code": d.code, "pointer": d.pointer} for d in again.diagnostics] == warnings
     assert again.project == ir
     assert again.project is not None
     assert {t.id: t.contract_digest for t in again.project.tools} == digests
@@ -198,6 +201,8 @@ def test_valid_declaration(path: Path) -> None:
         raise CaseError("a valid case has a `project` object")
     if not isinstance(case.get("contracts", {}), dict) or not isinstance(case.get("ir", {}), dict):
         raise CaseError("`contracts` and `ir` are objects")
+    if "warnings" in case:
+        expected_entries({"diagnostics": case["warnings"]})  # the form of a diagnostic list
     run_case(path, lambda: check_valid(case))
 
 

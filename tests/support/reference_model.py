@@ -27,7 +27,7 @@ WHEN = {  # a rule's `when`, over the disclosure context
     "context.environment != 'production'": lambda c: c["environment"] != "production",
     "context.consumer == 'trial'": lambda c: c["consumer"] == "trial",
     "context.objective == 'o0'": lambda c: c["objective"] == "o0",
-    "context.tenant == 'x'": lambda c: None,  # no such field
+    "context.consumer + 1 == 2": lambda c: None,  # a string plus an int: no overload
 }
 CONDITIONS = {  # a condition's `when`, over (args, context, call)
     "true": lambda a, c, k: True,

@@ -7,6 +7,7 @@ that the model knows what each one means.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,8 +86,24 @@ def tools(draw: st.DrawFn, index: int) -> dict[str, Any]:
     return tool
 
 
+def readable(parameters: dict[str, Any]) -> list[str]:
+    """The conditions of :data:`CONDITIONS` that read only arguments ``parameters`` declares
+    (or admits): another one is ``CEL_UNKNOWN_FIELD``, and the project would not compile."""
+    declared = set(parameters.get("properties", {}))
+    return sorted(
+        text
+        for text in CONDITIONS
+        if parameters.get("additionalProperties") is True
+        or set(re.findall(r"args\.(\w+)", text)) <= declared
+    )
+
+
 @st.composite
-def tool_rules(draw: st.DrawFn, tool_ids: list[str], tight: bool) -> list[dict[str, Any]]:
+def tool_rules(
+    draw: st.DrawFn, catalogue: dict[str, dict[str, Any]], tight: bool
+) -> list[dict[str, Any]]:
+    """Rules for the tools of ``catalogue`` (id: parameter schema)."""
+    tool_ids = list(catalogue)
     rules = []
     choices = (
         ["include", "include", "exclude", None] if tight else ["include"] * 6 + ["exclude", None]
@@ -105,7 +122,7 @@ def tool_rules(draw: st.DrawFn, tool_ids: list[str], tight: bool) -> list[dict[s
                 st.lists(
                     st.fixed_dictionaries(
                         {
-                            "when": st.sampled_from(sorted(CONDITIONS)),
+                            "when": st.sampled_from(readable(catalogue[tool_id])),
                             "then": st.sampled_from(["DENY", "REQUIRE_APPROVAL"]),
                         },
                         optional={"reason": st.sampled_from(["", "why"])},
@@ -122,7 +139,9 @@ def tool_rules(draw: st.DrawFn, tool_ids: list[str], tight: bool) -> list[dict[s
 
 
 @st.composite
-def profiles(draw: st.DrawFn, index: int, tool_ids: list[str], tight: bool) -> dict[str, Any]:
+def profiles(
+    draw: st.DrawFn, index: int, catalogue: dict[str, dict[str, Any]], tight: bool
+) -> dict[str, Any]:
     profile: dict[str, Any] = {"id": f"p{index}"}
     if draw(st.integers(0, 3)) > 0:
         ceilings = st.integers(1, 400) | st.just(8192) if tight else st.integers(150, 2000)
@@ -139,7 +158,7 @@ def profiles(draw: st.DrawFn, index: int, tool_ids: list[str], tight: bool) -> d
         messages.append(message)
     if messages or draw(st.booleans()):
         profile["context"] = messages
-    profile["toolRules"] = draw(tool_rules(tool_ids, tight))
+    profile["toolRules"] = draw(tool_rules(catalogue, tight))
     return profile
 
 
@@ -149,14 +168,14 @@ def projects(draw: st.DrawFn, tight: bool = True) -> dict[str, Any]:
     When ``tight``, token ceilings often bind and tools are often left out; otherwise most
     tools are included and ceilings rarely bind (for call histories)."""
     catalogue = [draw(tools(i)) for i in range(draw(st.integers(1, 4)))]
-    tool_ids = [t["id"] for t in catalogue]
+    parameters = {t["id"]: t["parameters"] for t in catalogue}
     count = draw(st.integers(1, 3))
     return {
         "format": "seif.context-project.v1",
         "id": "generated",
         "version": "1.0.0",
         "objectives": [{"id": f"o{i}", "profile": f"p{i}"} for i in range(count)],
-        "profiles": [draw(profiles(i, tool_ids, tight)) for i in range(count)],
+        "profiles": [draw(profiles(i, parameters, tight)) for i in range(count)],
         "tools": catalogue,
     }
 

@@ -79,8 +79,12 @@ import { cardBody, diagnostics, holding, human, make, options, rendered, scenari
     pill.hidden = false;
     pill.textContent = project.ok ? "valid" : "does not validate";
     pill.classList.toggle("bad", !project.ok);
-    $("file-problems").hidden = project.ok;
-    diagnostics($("file-diagnostics"), project.ok ? [] : project.diagnostics);
+    const shown = project.diagnostics || [];  // a valid file's are warnings only
+    $("file-problems").hidden = shown.length === 0;
+    $("file-problems").classList.toggle("warnings", project.ok);
+    $("file-problems-title").textContent = project.ok
+      ? "The project file validates, with warnings" : "The project file does not validate";
+    diagnostics($("file-diagnostics"), shown);
     renderSelects(project);
     renderCards(project);
   }

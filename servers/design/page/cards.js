@@ -51,7 +51,8 @@ export function diagnostics(list, items) {
   list.replaceChildren();
   for (const d of items || []) {
     const at = where(d);
-    const li = make("li", "diagnostic", null, { "data-pointer": at });
+    const li = make("li", d.severity === "warning" ? "diagnostic warning" : "diagnostic", null,
+      { "data-pointer": at });
     if (at) li.append(make("code", "where", at));
     li.append(make("strong", "code", d.code || d.keyword || "ERROR"));
     li.append(make("span", "text", d.message || ""));

@@ -100,7 +100,8 @@ def test_a_condition_that_fails_to_evaluate_says_why(tmp_path: Path) -> None:
     assert report["decision"]["reason"] == "CONDITION_ERROR"
     assert report["condition"]["effect"] == "failed to evaluate"
     assert report["condition"]["reason"].startswith("NO_SUCH_KEY: ")
-    assert "has(args.x)" in report["condition"]["reason"]
+    assert "`args.depth` is optional" in report["condition"]["reason"]
+    assert "write `has(args.depth) && ...`" in report["condition"]["reason"]
     assert "failed to evaluate: NO_SUCH_KEY" in "\n".join(text_lines(report, str(path)))
 
 

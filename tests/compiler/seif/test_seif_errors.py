@@ -22,7 +22,12 @@ CORPUS = ROOT / "corpus" / "dsl-errors"
 VALID = CORPUS / "00-valid.seif"
 CASES = sorted(p for p in CORPUS.glob("*.seif") if p != VALID)
 REPR_NOISE = ("Token(", "Tree(", "'$END'")
-CLI_CASES = ("01-inclde", "47-include-unknown-tool", "73-condition-cel-unknown-identifier")
+CLI_CASES = (
+    "01-inclde",
+    "47-include-unknown-tool",
+    "73-condition-cel-unknown-identifier",
+    "86-condition-args-unknown-field",
+)
 
 
 def expectations(case: Path) -> list[dict[str, Any]]:

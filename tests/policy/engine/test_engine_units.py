@@ -389,9 +389,9 @@ def test_a_rule_whose_when_is_false_omits_the_tool_and_never_blocks() -> None:
 
 
 def test_a_rule_whose_when_fails_to_evaluate_fails_closed() -> None:
-    """`context.tenant` does not exist: the tool is not disclosed (CONDITION_ERROR), and a
-    required one blocks the resolution."""
-    broken = "context.tenant == 'x'"
+    """A string plus an integer has no overload: the tool is not disclosed (CONDITION_ERROR),
+    and a required one blocks the resolution."""
+    broken = "context.consumer + 1 == 2"
     optional = compile_project(
         project([{"id": "p", "toolRules": [include("search", when=broken)]}], [SEARCH])
     )

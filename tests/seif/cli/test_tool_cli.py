@@ -294,6 +294,43 @@ def test_check_call_at_coordinates_names_the_condition(tmp_path: Path, suffix: s
     assert claims.returncode == 2 and "--claims" in claims.stderr  # identity is another issue
 
 
+@pytest.mark.parametrize("suffix", [".json", ".seif"])
+def test_check_call_names_the_condition_and_whether_it_was_true_or_failed(
+    tmp_path: Path, suffix: str
+) -> None:
+    """A condition on an optional argument without `has()`: `seif validate` warns, and
+    check-call names the condition where it is written, what it read and why it decided."""
+    doc = coordinates_doc()
+    rule = doc["profiles"][1]["toolRules"][0]
+    rule["conditions"] = [{"when": "args.depth > 2", "then": "DENY", "reason": "deep reads"}]
+    path = write_project(tmp_path, doc, suffix)
+    validated = seif("validate", str(path))
+    assert validated.returncode == 0 and "CEL_OPTIONAL_WITHOUT_HAS" in validated.stderr
+    base = ["tool", "check-call", "--project", str(path), "--objective", "authoring"]
+    base += ["--tool", "inspect-context", "--arguments"]
+    failed = seif(*base, json.dumps({"ref": "a"}))
+    assert failed.returncode == 1
+    lines = failed.stdout.splitlines()
+    assert lines[0].startswith("DENIED CONDITION_ERROR: inspect-context for objective authoring")
+    head = next(line for line in lines if line.startswith("  condition 0 of the rule"))
+    assert f"({path}:" in head and head.endswith(", /profiles/1/toolRules/0/conditions/0)")
+    where = head.split(f"({path}:", 1)[1].split(",", 1)[0]
+    line, column = (int(n) for n in where.split(":"))
+    assert path.read_text().splitlines()[line - 1][column - 1 :].startswith('"args.depth > 2"')
+    assert "    when: args.depth > 2" in lines
+    assert (
+        "    failed to evaluate: NO_SUCH_KEY: `args.depth` is optional: a call without it is "
+        "denied CONDITION_ERROR here; write `has(args.depth) && ...` (or `!has(args.depth) || "
+        "...`)"
+    ) in lines
+    true = seif(*base, json.dumps({"ref": "a", "depth": 3}))
+    assert true.returncode == 1 and true.stdout.startswith("DENIED CONDITION_DENIED")
+    assert "    denied: deep reads" in true.stdout.splitlines()
+    false = seif(*base, json.dumps({"ref": "a", "depth": 1}))
+    assert false.returncode == 0 and false.stdout.startswith("ALLOWED")
+    assert "condition 0" not in false.stdout  # a false condition decides nothing
+
+
 def test_protect_and_show_cover_every_scenario(tmp_path: Path) -> None:
     path = coordinates_project(tmp_path, ".seif")
     shown = seif("tool", "show", "--project", str(path), "--tool", "propose-change")

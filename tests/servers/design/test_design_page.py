@@ -274,3 +274,24 @@ def test_the_page_without_its_token_says_where_to_open_it(browser: Browser, tmp_
         expect(found.page.locator("#no-token")).to_contain_text("seif design")
         expect(found.page.locator("[data-tool-id]")).to_have_count(0)
         found.close()
+
+
+def test_a_valid_file_s_warnings_are_listed_as_warnings(browser: Browser, tmp_path: Path) -> None:
+    doc = coordinates_doc()
+    rule = doc["profiles"][1]["toolRules"][0]
+    rule["conditions"] = [{"when": "args.depth > 2", "then": "DENY", "reason": "deep reads"}]
+    project = write_project(tmp_path, doc, ".json")
+    with design_process(project) as running:
+        opened_page = opened(browser, running.url)
+        page = opened_page.page
+        problems = page.locator("#file-problems")
+        expect(problems).to_be_visible()
+        expect(problems.get_by_role("heading")).to_have_text(
+            "The project file validates, with warnings"
+        )
+        warning = problems.locator("li.diagnostic.warning")
+        expect(warning).to_have_count(1)
+        expect(warning).to_contain_text("CEL_OPTIONAL_WITHOUT_HAS")
+        expect(warning).to_contain_text("has(args.depth)")
+        expect(page.locator("#file-state")).to_have_text("valid")
+        opened_page.close()

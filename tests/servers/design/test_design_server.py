@@ -481,3 +481,23 @@ def test_seif_design_prints_its_url_with_the_token_and_stops_on_sigterm(tmp_path
         auth = {"Authorization": f"Bearer {running.token}"}
         reply = requests.get(running.base + "/api/project", headers=auth, timeout=10)
         assert reply.status_code == 200 and reply.json()["file"] == str(project)
+
+
+def test_a_valid_file_s_warnings_are_shown_as_warnings(tmp_path: Path) -> None:
+    """A condition on an optional argument without `has()` validates with a warning: the
+    overview is `ok` and carries it with `severity: warning` (the page lists it as such)."""
+    project = tmp_path / "warned.seif"
+    text = (REFERENCE / "context-project.seif").read_text(encoding="utf-8")
+    rule = "include inspect-context required"
+    assert text.count(rule) >= 1
+    warned = text.replace(rule, rule + ' {\n    deny "deep" when "args.depth > 2"\n  }', 1)
+    project.write_text(warned, encoding="utf-8")
+
+    async def scenario(d: Design) -> None:
+        state = (await d.call("GET", "/api/project")).body
+        assert state["ok"] is True and state["tools"]
+        assert [(x["code"], x["severity"]) for x in state["diagnostics"]] == [
+            ("CEL_OPTIONAL_WITHOUT_HAS", "warning")
+        ]
+
+    run(project, scenario)

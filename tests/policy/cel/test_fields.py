@@ -1,0 +1,246 @@
+"""The fields a condition reads, checked against the tool's parameters and the coordinates
+(``policy.cel.fields``): unknown fields are errors with the nearest name, unguarded reads of
+optional arguments are warnings with the fix, and nothing declared is refused."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policy.cel.expression import check_expression, compile_expression, evaluate
+from policy.cel.fields import check_fields
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "ref": {"type": "string"},
+        "depth": {"type": "integer"},
+        "filter": {
+            "type": "object",
+            "properties": {"kind": {"type": "string"}, "since": {"type": "integer"}},
+            "required": ["kind"],
+        },
+        "tags": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "weight": {"type": "integer"}},
+                "required": ["name"],
+            },
+        },
+        "labels": {"type": "array", "items": {"type": "string"}},
+        "extra": {"type": "object", "additionalProperties": True},
+        "content-type": {"type": "string"},
+    },
+    "required": ["ref", "tags", "content-type"],
+}
+
+
+def found(text: str, stage: str = "call") -> list[tuple[str, str, int, int, str]]:
+    return [
+        (d.code, d.severity, d.line or 0, d.column or 0, d.message)
+        for d in check_fields(text, stage, PARAMETERS, "read-entry")
+    ]
+
+
+def test_a_misspelled_argument_is_an_error_naming_the_parameter_it_meant() -> None:
+    assert check_expression("args.dept > 2", "call") == []  # the old check let it through
+    assert found("args.dept > 2") == [
+        (
+            "CEL_UNKNOWN_FIELD",
+            "error",
+            1,
+            6,
+            "`args.dept`: the tool `read-entry` has no parameter `dept`; did you mean `depth`?",
+        )
+    ]
+    # the place of the field in a longer, multi-line expression
+    [(_code, _sev, line, column, _msg)] = found("has(args.depth) &&\n  args.depht > 2")
+    assert (line, column) == (2, 8)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("has(args.filter) && args.filter.knd == 'a'", "`args.filter` has no field `knd`; "
+         "did you mean `kind`?"),
+        ("args.tags[0].nme == 'a'", "`args.tags[0]` has no field `nme`; did you mean `name`?"),
+        ("args.tags.exists(t, t.nme == 'a')", "`t` has no field `nme`; did you mean `name`?"),
+        ("args.tags.name == 'a'", "`args.tags` is a list and has no field `name`; its items "
+         "do: `args.tags[0].name`, `args.tags.all(x, x.name ...)`"),
+        ("has(args.labels) && args.labels.name == 'a'", "`args.labels` is a list and has no "
+         "field `name`"),
+        ("args.`content-type`.x == 'a'", "`args.`content-type`` is a string and has no field"),
+        ("has(args.depth) && args['depth'].x == 1", "`args.depth` is an integer"),
+        ("args.ref.kind == 'a'", "`args.ref` is a string and has no field `kind`"),
+        ("args['rf'] == 'a'", "has no parameter `rf`; did you mean `ref`?"),
+        ("has(args.dept)", "has no parameter `dept`; did you mean `depth`?"),
+        ("args.zzz == 1", "has no parameter `zzz` (it has `content-type`, `depth`, `extra`"),
+        ("args.`content-typ` == 'a'", "`args.`content-typ``: the tool `read-entry` has no "
+         "parameter `content-typ`; did you mean `content-type`?"),
+        ("context.enviroment == 'p'", "`context` has no field `enviroment`; did you mean "
+         "`environment`?"),
+        ("call.cont > 1", "`call` has no field `cont`; did you mean `count`?"),
+    ],
+)  # fmt: skip
+def test_unknown_fields_are_errors_with_the_nearest_name(text: str, message: str) -> None:
+    [(code, severity, _line, _column, written)] = found(text)
+    assert (code, severity) == ("CEL_UNKNOWN_FIELD", "error")
+    assert message in written
+
+
+def test_the_column_is_where_the_field_is_written_even_after_a_backquoted_name() -> None:
+    text = "args.`content-type` == 'a' && args.dpth > 1"
+    [(_code, _severity, _line, column, _message)] = found(text)
+    assert text[column - 1 :].startswith("dpth")
+
+
+def test_context_fields_are_checked_at_both_stages_and_args_only_at_the_call() -> None:
+    for field in ("objective", "consumer", "environment", "deployment"):
+        assert found(f"context.{field} == ''", "disclosure") == []
+        assert found(f"context.{field} == ''", "call") == []
+    assert found("context.enviroment == ''", "disclosure")[0][0] == "CEL_UNKNOWN_FIELD"
+    assert found("call.tool == '' && call.callId == '' && call.count > 1") == []
+    # `args` and `call` are unknown identifiers at disclosure: that check reports them
+    assert found("args.dept > 1", "disclosure") == []
+
+
+def test_an_open_object_and_an_unknown_tool_are_not_checked() -> None:
+    assert found("has(args.extra) && args.extra.anything.at.all == 1") == []
+    assert check_fields("args.whatever > 1", "call", None, None) == []
+    assert check_fields("args.whatever > 1", "call", {"type": "string"}, "t") == []
+    assert check_fields("args.dept > 1", "call", {"type": "object", "properties": {}}, "t")[
+        0
+    ].message.endswith("(it has none)")
+
+
+GUARDED = [
+    "has(args.depth) && args.depth > 2",
+    "args.depth > 2 && has(args.depth)",
+    "args.ref == 'a' && has(args.depth) && args.depth > 2",
+    "!has(args.depth) || args.depth < 3",
+    "args.depth < 3 || !has(args.depth)",
+    "has(args.depth) ? args.depth > 2 : false",
+    "!has(args.depth) ? true : args.depth > 2",
+    "(has(args.depth) && args.depth > 2) || args.ref == ''",
+    "!(has(args.depth) && args.depth > 2)",
+    "has(args.filter) && args.filter.kind == 'x'",
+    "has(args.filter) && has(args.filter.since) && args.filter.since > 1",
+    "has(args.filter.since) && args.filter.since > 1 && has(args.filter)",
+    "!has(args.filter) || !has(args.filter.since) || args.filter.since > 1",
+    "args.tags.all(t, has(t.weight) && t.weight > 1)",
+    "args.ref == 'a' && args.tags.size() > 0 && args.`content-type` == 'x'",
+    "args.tags[0].name == 'a' && args.tags.all(t, t.name != '')",
+]
+
+
+@pytest.mark.parametrize("text", GUARDED)
+def test_guarded_and_required_reads_do_not_warn(text: str) -> None:
+    assert check_expression(text, "call") == []
+    assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("args.depth > 2", "args.depth"),
+        ("has(args.depth) || args.depth > 2", "args.depth"),
+        ("has(args.depth) ? false : args.depth > 2", "args.depth"),
+        ("args.ref == 'a' || args.depth > 2", "args.depth"),
+        ("args.filter.kind == 'a'", "args.filter"),
+        ("has(args.filter) && args.filter.since > 1", "args.filter.since"),
+        ("has(args.filter.since) && args.filter.since > 1", "args.filter"),
+        ("args.tags.all(t, t.weight > 1)", "t.weight"),
+        ("size(args.labels) > 1", "args.labels"),
+    ],
+)
+def test_an_unguarded_optional_read_is_a_warning_with_the_fix(text: str, path: str) -> None:
+    [(code, severity, _line, column, message)] = found(text)
+    assert (code, severity) == ("CEL_OPTIONAL_WITHOUT_HAS", "warning")
+    assert message.startswith(f"`{path}` is optional: a call without it is denied CONDITION_ERROR")
+    assert f"write `has({path}) && ...` (or `!has({path}) || ...`)" in message
+    assert text[column - 1 :].startswith(path.rsplit(".", 1)[-1])
+
+
+def test_the_warning_is_true_a_call_without_the_argument_fails_and_the_fix_holds() -> None:
+    bare = compile_expression("args.depth > 2", "call")
+    assert evaluate(bare, {"args": {"ref": "a"}}).error == "NO_SUCH_KEY"
+    fixed = compile_expression("has(args.depth) && args.depth > 2", "call")
+    assert evaluate(fixed, {"args": {"ref": "a"}}).value is False
+    assert evaluate(fixed, {"args": {"ref": "a", "depth": 3}}).value is True
+
+
+def test_one_warning_per_path_per_expression() -> None:
+    assert len(found("args.depth > 1 && args.depth < 3")) == 1
+
+
+# --- every declared field is accepted -----------------------------------------------------------
+
+NAMES = st.sampled_from(["a", "b", "depth", "x_y", "kind", "content-type", "n2", "in_"])
+SCALAR = st.sampled_from(["string", "integer", "number", "boolean", "null"]).map(
+    lambda t: {"type": t}
+)
+
+
+def _object(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        properties = draw(st.dictionaries(NAMES, children, min_size=1, max_size=4))
+        required = [n for n in properties if draw(st.booleans())]
+        return {"type": "object", "properties": properties, "required": required}
+
+    return build()
+
+
+SCHEMAS = st.recursive(
+    SCALAR,
+    lambda inner: _object(inner) | inner.map(lambda i: {"type": "array", "items": i}),
+    max_leaves=10,
+)
+
+
+def _step(name: str) -> str:
+    return f".{name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f".`{name}`"
+
+
+def declared_paths(schema: dict[str, Any], path: str) -> list[str]:
+    """Every path the schema declares below ``path``: fields, and the first item of a list."""
+    out = []
+    if schema["type"] == "object":
+        for name, child in schema["properties"].items():
+            below = path + _step(name)
+            out += [below, *declared_paths(child, below)]
+    elif schema["type"] == "array":
+        out += declared_paths(schema["items"], path + "[0]")
+    return out
+
+
+def guarded(path: str) -> str:
+    """``path`` read under ``has()`` of every field on its way."""
+    prefixes = [path[: m.end()] for m in re.finditer(r"\.(`[^`]*`|[A-Za-z_][A-Za-z0-9_]*)", path)]
+    guards = " && ".join(f"has({p})" for p in prefixes)
+    return f"{guards} && {path} == {path}"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_object(SCHEMAS))
+def test_every_declared_field_is_accepted(parameters: dict[str, Any]) -> None:
+    paths = declared_paths(parameters, "args")
+    assert paths
+    for path in paths:
+        text = guarded(path)
+        assert check_expression(text, "call") == [], text
+        assert check_fields(text, "call", parameters, "t") == [], text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_object(SCHEMAS))
+def test_a_field_no_object_declares_is_refused(parameters: dict[str, Any]) -> None:
+    for path in declared_paths(parameters, "args"):
+        wrong = path + ".undeclared_zz"
+        codes = {d.code for d in check_fields(f"has({wrong})", "call", parameters, "t")}
+        assert "CEL_UNKNOWN_FIELD" in codes, wrong
