@@ -16,10 +16,12 @@ from typing import Any
 
 from seif.cli.output import EXIT_OK, EXIT_USAGE, problem, warn
 
-DEFAULT_PORT = 8790
+DEFAULT_PORT = 8789
+"""cli.md's default: beside the runtime (8787) and the approval server (8788), and not the
+synthetic executor's 8790 of the docs."""
 EPILOG = """example:
   seif design --project context-project.seif --registry registry
-  # seif design listening on http://127.0.0.1:8790/#token=...   (open that URL)
+  # seif design listening on http://127.0.0.1:8789/#token=...   (open that URL)
 
 Every change is written to the project file only once it validates; the page runs the same
 operations as `seif tool new|include|protect|check-call`, `seif starter` and `seif release`.

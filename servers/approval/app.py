@@ -1,9 +1,9 @@
 """The approval server's aiohttp application: ``create_app(config) -> web.Application``.
 
 Approvers authenticate with their own bearer tokens (every approver compared, in constant
-time); approvers can list, approve and reject, and nothing else: there is no route to resolve,
-execute or read traces. The page and its two files are served with a strict
-Content-Security-Policy (no inline script or style, nothing from elsewhere) and
+time); approvers can see who they are signed in as, list, approve and reject, and nothing
+else: there is no route to resolve, execute or read traces. The page and its files are served
+with a strict Content-Security-Policy (no inline script or style, nothing from elsewhere) and
 ``X-Frame-Options: DENY``; every answer carries ``Cache-Control: no-store``.
 """
 
@@ -22,6 +22,7 @@ from servers.config.files import Credential, Credentials
 from servers.http.bodies import json_response, read_json
 from servers.http.middleware import errors
 from servers.http.pages import no_icon, secured
+from servers.wire.approving import Me
 from servers.wire.errors import ErrorCode, Refused
 from servers.wire.limits import MAX_BODY_BYTES, MAX_ID_LENGTH
 from servers.wire.paging import page_of
@@ -30,6 +31,7 @@ PAGE = {  # path -> (file of servers/approval/page, content type)
     "/": ("index.html", "text/html"),
     "/app.js": ("app.js", "text/javascript"),
     "/text.js": ("text.js", "text/javascript"),
+    "/view.js": ("view.js", "text/javascript"),
     "/app.css": ("app.css", "text/css"),
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -65,6 +67,12 @@ def _approver(request: web.Request) -> Credential:
 
 async def health(_request: web.Request) -> web.Response:
     return json_response({"ok": True})
+
+
+async def me(request: web.Request) -> web.Response:
+    """Who the bearer token signs in: the page shows it."""
+    body: Me = {"approver": _approver(request).id}
+    return json_response(body)
 
 
 async def pending(request: web.Request) -> web.Response:
@@ -109,6 +117,7 @@ def create_app(config: ApprovalConfig) -> web.Application:
     app.cleanup_ctx.append(closing)
     app.router.add_get("/v1/health", health)
     app.router.add_get("/favicon.ico", no_icon)
+    app.router.add_get("/v1/me", me)
     app.router.add_get("/v1/pending", pending)
     app.router.add_post("/v1/pending/{pendingId}/approve", _decision("approve"))
     app.router.add_post("/v1/pending/{pendingId}/reject", _decision("reject"))

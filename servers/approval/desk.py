@@ -21,22 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import blake3
 
 from policy.json.canonical import EncodingError, canonical_json_bytes
 from policy.json.strict import dump_bytes
 from servers.approval.upstream import Answer, Upstream
+from servers.approval.view import arguments_view, exact_text
 from servers.runtime.events import iso
-from servers.support.visible import escape_invisible, has_visible
+from servers.support.visible import has_visible
 from servers.wire import paging
+from servers.wire.approving import ApproverPendingCall
 from servers.wire.errors import ErrorCode as E
 from servers.wire.errors import Refused
 from servers.wire.paging import MAX_LIMIT, Listed, Page
@@ -204,6 +205,8 @@ class Desk:
                 state = "REJECTED" if answer.code == E.CALL_REJECTED.code else "DECIDED"
                 self._remember(self._decided, pending_id, Decided(state, None))
             raise _already(self._decided[pending_id])
+        if answer.code == E.REQUESTER_GONE.code:
+            raise Refused(E.REQUESTER_GONE, "the request that asked for this call has gone")
         if answer.code == E.CONTEXT_EXPIRED.code:
             raise Refused(E.PENDING_EXPIRED, "the call's context has expired")
         if answer.code in (E.CONTEXT_UNKNOWN.code, E.TOOL_NOT_DISCLOSED.code):
@@ -236,19 +239,21 @@ def _already(decided: Decided) -> Refused:
     return Refused(E.ALREADY_DECIDED, message, decided=decided.body())
 
 
-def _shown(pending_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+def _shown(pending_id: str, entry: dict[str, Any]) -> ApproverPendingCall:
+    """The runtime's entry as approvers see it: the fields of the runtime's list (an older
+    runtime's missing ones as empty), its ``pendingId``, and its arguments as text and as a
+    view."""
+    arguments = entry.get("arguments")
     out: dict[str, Any] = {"pendingId": pending_id}
     out.update({k: entry.get(k) for k in FIELDS})
     out.update({k: entry.get(k) for k in TIMES})
-    out["argumentsText"] = exact_text(entry.get("arguments"))
-    return out
+    out["toolDescription"] = _text(entry.get("toolDescription"))
+    out["application"] = _text(entry.get("application"))
+    out["requesterGone"] = entry.get("requesterGone") is True
+    out["argumentsText"] = exact_text(arguments)
+    out["argumentsView"] = arguments_view(arguments)
+    return cast(ApproverPendingCall, out)
 
 
-def exact_text(value: Any) -> str:
-    """The arguments as the approver must read them: JSON text, 2-space indent, numbers as
-    they will run (no rounding to a double, ``1.0`` stays ``1.0``), and every character that
-    renders as nothing or as a blank (:mod:`servers.support.visible`: controls, bidi and
-    zero-width format characters, default-ignorable code points, combining marks, spaces other
-    than U+0020, private use) as a visible ``\\uXXXX`` escape. The text is JSON that denotes
-    exactly the forwarded arguments."""
-    return escape_invisible(json.dumps(value, indent=2, ensure_ascii=False))
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

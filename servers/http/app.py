@@ -21,6 +21,7 @@ from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
 from servers.runtime.held import HeldCalls
 from servers.runtime.metrics import Metrics
+from servers.runtime.readiness import blocking
 from servers.runtime.service import Runtime
 from servers.runtime.shadow import ShadowWorker
 from servers.runtime.startup import Prepared
@@ -89,9 +90,13 @@ async def health(_request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    tools = await request.app[RUNTIME].contexts.readiness()
+    contexts = request.app[RUNTIME].contexts
+    tools = await contexts.readiness()
     ready = all(v == "READY" for v in tools.values())
     body: answers.Ready = {"ready": ready, "tools": tools}
+    blocked = blocking(contexts.ir, tools)
+    if blocked:  # each required tool that blocks resolutions, named with its objectives
+        body["blocking"] = blocked
     store = request.app[PREPARED].backend.state()
     if store is not None:  # a replica whose lease lapsed claims nothing: send it nothing
         body["store"] = store

@@ -47,6 +47,9 @@ class CallRequest:
     call_id: str
     arguments: Any
     credential: str
+    own: bool = False
+    """Whether the call id is this request's own (made up for it): no later request can name
+    the call, so once its client leaves, nobody can take the call's answer."""
 
     def execute(self, approval_id: str | None = None) -> ExecuteRequest:
         """The request as ``POST /v1/context/tools/execute`` takes it."""
@@ -122,6 +125,8 @@ async def _waited(runtime: Runtime, request: CallRequest, denied: Receipt, wait:
                 await asyncio.wait_for(woken.wait(), timeout=min(left, every))
         finally:
             runtime.held.unwait(key, woken)
+    if request.own:  # and nobody can ask for it again: an approval of it would run nothing
+        runtime.held.left(key)
     return denied  # nobody waits for the answer any more: nothing more is done
 
 

@@ -138,7 +138,7 @@ async def _call_once(
     renewed: Renewed,
 ) -> mt.CallToolResult:
     if not call_id.named:
-        return await _call_here(app, asked, name, call_id.value, progress, renewed)
+        return await _call_here(app, asked, name, call_id.value, progress, renewed, own=True)
     mounted = app[MOUNTED]
     key = (asked.credential, asked.objective, call_id.value)
     across = app[RUNTIME].exclusive(  # and one at a time across replicas: a request of it on
@@ -156,6 +156,8 @@ async def _call_here(
     call_id: str,
     progress: Progress,
     renewed: Renewed,
+    *,
+    own: bool = False,
 ) -> mt.CallToolResult:
     found = await _context(app, asked)
     if isinstance(found, Refused):
@@ -170,6 +172,7 @@ async def _call_here(
         call_id=call_id,
         arguments={} if arguments is None else arguments,
         credential=asked.credential,
+        own=own,
     )
     earlier = await runtime.dispatcher.made_before(
         request.execute(), asked.credential, asked.objective

@@ -87,6 +87,9 @@ class Approvals:
             if self._decided(row, call_id, now, fp):
                 message = "these exact arguments are approved, or the call has run"
                 raise Refused(ErrorCode.CALL_DECIDED, message)
+            if self.held.requester_gone((row.context_ref, call_id)):
+                message = "the request that asked for this call has gone: nobody can run it"
+                raise Refused(ErrorCode.REQUESTER_GONE, message)
             return await self._approve(row, tool, call_id, fp, now, approver)
 
     @contextlib.asynccontextmanager
@@ -283,12 +286,21 @@ class Approvals:
         first (:mod:`servers.wire.paging`). A dispatched call is no longer held: the
         dispatch forgets it in the same step in which the intents view learns of it, so no
         later denial can hold it again."""
-        return events.pending_page(self.held, self.clock(), self._contexts.coordinates, page)
+        coordinates = self._contexts.coordinates
+        return events.pending_page(self.held, self.clock(), coordinates, page, self._described)
 
     def pending_one(self, context_ref: str, call_id: str) -> Listed:
         """The page of one call, if it is still approvable now."""
         key = (context_ref, call_id)
-        return events.pending_one(self.held, self.clock(), self._contexts.coordinates, key)
+        coordinates = self._contexts.coordinates
+        return events.pending_one(self.held, self.clock(), coordinates, key, self._described)
+
+    def _described(self, item: HeldCall) -> tuple[str, bool]:
+        """The held call's tool's description in the build, and whether its requester is
+        gone."""
+        tool = self.ir.tool_by_id.get(item.tool)
+        gone = self.held.requester_gone((item.context_ref, item.call_id))
+        return (tool.description if tool is not None else ""), gone
 
     def denied(self, row: ContextRow, call: Call, decision: Decision) -> None:
         """A call the engine denied in ``row``: held, with its arguments (encoded), while it is

@@ -25,6 +25,7 @@ from servers.executor.interface import Executors, Observation
 from servers.executor.observing import Observer
 from servers.runtime import events, redact
 from servers.runtime.metrics import Metrics
+from servers.runtime.readiness import required_tools
 from servers.runtime.records import Recorder
 from servers.runtime.resolved import Resolved, ResolvedCache
 from servers.runtime.shadow import ResolveJob
@@ -91,10 +92,16 @@ class Contexts:
 
     async def readiness(self) -> dict[str, ToolState]:
         """Each bound tool's state: ``READY`` when its executor describes exactly the declared
-        contract, ``INCOMPATIBLE`` when it describes another, ``UNAVAILABLE`` otherwise."""
+        contract, ``INCOMPATIBLE`` when it describes another, ``UNAVAILABLE`` otherwise; and
+        ``UNBOUND`` for each tool an objective requires (:mod:`servers.runtime.readiness`) that
+        the bindings do not bind."""
         states: dict[str, ToolState] = {}
+        required = required_tools(self.ir)
         for tool in self.ir.tools:
-            if self._executors.get(tool.id) is not None:
+            if self._executors.get(tool.id) is None:
+                if tool.id in required:
+                    states[tool.id] = "UNBOUND"
+            else:
                 seen = await self.observe(tool.id)
                 exact = (seen.get("state"), seen.get("version"), seen.get("contractDigest"))
                 if exact == ("READY", tool.version, tool.contract_digest):

@@ -188,14 +188,28 @@ def _shared_fragment(shared: tuple[str, ...]) -> Fragment:
     return fragment("coordinates", dict(zip(_COORDINATES[:-1], shared, strict=True)))
 
 
-def pending_call(item: HeldCall, coords: Mapping[str, Any]) -> PendingCall:
+Described = Callable[[HeldCall], tuple[str, bool]]
+"""What the runtime knows of a held call besides the call: its tool's description in the build,
+and whether its requester is gone (:meth:`servers.runtime.held.HeldCalls.requester_gone`)."""
+
+
+def undescribed(_item: HeldCall) -> tuple[str, bool]:
+    return "", False
+
+
+def pending_call(
+    item: HeldCall, coords: Mapping[str, Any], described: Described = undescribed
+) -> PendingCall:
     """One call waiting for approval, as ``GET /v1/context/tools/pending`` lists it: its
     arguments decoded from the held bytes, and ``expiresAt``, when it stops being approvable
     (and leaves the list), besides its context's expiry (a ``JsonError`` for held bytes that
-    are not strict JSON)."""
+    are not strict JSON); the application that asked (the credential that resolved its
+    context), its tool's description and whether its requester is gone."""
+    description, gone = described(item)
     return {
         "contextRef": item.context_ref,
         "tool": item.tool,
+        "toolDescription": description,
         "callId": item.call_id,
         "arguments": arguments_of(item),
         "reason": item.reason,
@@ -203,6 +217,8 @@ def pending_call(item: HeldCall, coords: Mapping[str, Any]) -> PendingCall:
         "expiresAt": iso(item.expires_at),
         "contextExpiresAt": iso(item.context_expires_at),
         "coordinates": _shown(coords),
+        "application": item.owner,
+        "requesterGone": gone,
     }
 
 
@@ -221,13 +237,15 @@ def pending_page(
     now: int,
     coordinates: Callable[[str], Mapping[str, Any]],
     page: paging.Page,
+    described: Described = undescribed,
 ) -> paging.Listed:
     """One page of ``GET /v1/context/tools/pending`` (:mod:`servers.wire.paging`): the
     calls approvable at ``now`` after ``page.after``, oldest first, each encoded; a call whose
     held bytes do not decode (never made so: they are this process's own strict JSON) is
     dropped and left out: fail closed, never a 500."""
     found, more = held.page(now, page.after, page.limit, paging.ITEMS_BYTES)
-    entries = ((_encoded(held, item, coordinates), cursor) for item, cursor in found)
+    listing = _Listing(held, coordinates, described)
+    entries = ((listing.encoded(item), cursor) for item, cursor in found)
     return paging.cut(entries, page.limit, more)
 
 
@@ -236,29 +254,33 @@ def pending_one(
     now: int,
     coordinates: Callable[[str], Mapping[str, Any]],
     key: tuple[str, str],
+    described: Described = undescribed,
 ) -> paging.Listed:
     """The page of the one call ``(contextRef, callId)`` if it is approvable at ``now``, else
     an empty one; no next page either way."""
-    encoded = _encoded(held, held.approvable(*key, now), coordinates)
+    encoded = _Listing(held, coordinates, described).encoded(held.approvable(*key, now))
     return paging.Listed([] if encoded is None else [encoded], None)
 
 
-def _encoded(
-    held: HeldCalls, item: HeldCall | None, coordinates: Callable[[str], Mapping[str, Any]]
-) -> bytes | None:
-    entry = _listed(held, item, coordinates)
-    return None if entry is None else dump_bytes(entry)
+class _Listing:
+    def __init__(
+        self,
+        held: HeldCalls,
+        coordinates: Callable[[str], Mapping[str, Any]],
+        described: Described,
+    ) -> None:
+        self.held = held
+        self.coordinates = coordinates
+        self.described = described
 
-
-def _listed(
-    held: HeldCalls, item: HeldCall | None, coordinates: Callable[[str], Mapping[str, Any]]
-) -> PendingCall | None:
-    """The entry of ``item``; None for none, or for one whose held bytes do not decode (then
-    dropped: never made so, they are this process's own strict JSON)."""
-    if item is None:
-        return None
-    try:
-        return pending_call(item, coordinates(item.context_ref))
-    except ValueError:  # a JsonError
-        held.discard((item.context_ref, item.call_id))
-        return None
+    def encoded(self, item: HeldCall | None) -> bytes | None:
+        """The entry of ``item``, encoded; None for none, or for one whose held bytes do not
+        decode (then dropped: never made so, they are this process's own strict JSON)."""
+        if item is None:
+            return None
+        try:
+            entry = pending_call(item, self.coordinates(item.context_ref), self.described)
+        except ValueError:  # a JsonError
+            self.held.discard((item.context_ref, item.call_id))
+            return None
+        return dump_bytes(entry)

@@ -173,6 +173,8 @@ class HeldCalls:
         self.on_approval_expired: Callable[[str, Key], None] | None = None
         """Told of every watched approval (:meth:`watch_approval`) whose time ran out."""
         self._waiters: dict[Key, set[asyncio.Event]] = {}
+        self._gone: set[Key] = set()
+        """The held calls whose requester is gone (:meth:`left`): each one held here."""
         self._epoch = secrets.token_hex(4)
         self._order: list[int] = []
         self._at: dict[int, Key] = {}  # serial -> the call it holds, while held
@@ -256,9 +258,22 @@ class HeldCalls:
             self._store.drop_own(item)
         return item
 
+    def left(self, key: Key) -> None:
+        """The request that asked for the held call ``key`` ended before its answer reached
+        its client, and no later request can name the call: its requester is gone. The call
+        stays listed, so marked, until it expires or is rejected; it is not approvable. A new
+        request of the call holds it anew, with a requester."""
+        if key in self._all:
+            self._gone.add(key)
+
+    def requester_gone(self, key: Key) -> bool:
+        """Whether :meth:`left` said so of the call held now (this process's holds only)."""
+        return key in self._gone
+
     def _forget(self, key: Key) -> HeldCall | None:
         """Forget one call here; the one forgotten, if any."""
         self._wake(key)
+        self._gone.discard(key)
         held = self._all.pop(key, None)
         if held is None:
             return None

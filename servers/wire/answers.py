@@ -13,7 +13,8 @@ Instant = Annotated[str, Schema({"format": "date-time"})]
 """RFC 3339 UTC with milliseconds: ``2026-01-01T00:00:00.000Z``."""
 ReceiptStatus = Literal["SUCCEEDED", "FAILED", "UNKNOWN", "DENIED"]
 ApprovalState = Literal["PENDING", "APPROVED", "REJECTED", "EXPIRED", "NONE"]
-ToolState = Literal["READY", "INCOMPATIBLE", "UNAVAILABLE"]
+ToolState = Literal["READY", "INCOMPATIBLE", "UNAVAILABLE", "UNBOUND"]
+"""``UNBOUND``: a tool some objective's profile requires that the bindings do not bind."""
 StoreState = Literal["READY", "LEASE_LOST"]
 """A replica's share of a shared store: ``LEASE_LOST`` once its lease lapsed."""
 
@@ -67,11 +68,23 @@ class Health(TypedDict):
     status: Literal["ok"]
 
 
+class RequiredTool(TypedDict):
+    """A tool some objective's profile requires that is not ``READY``: every resolve of those
+    objectives is blocked (``RESOLUTION_BLOCKED``) while it stays so."""
+
+    tool: str
+    state: ToolState
+    objectives: list[str]
+
+
 class Ready(TypedDict):
-    """Each bound tool's state; a replica's lease state too."""
+    """Each bound tool's state, and each required one's (``UNBOUND`` when it is not bound);
+    ``blocking``, when any, the required tools that are not ``READY``; a replica's lease state
+    too."""
 
     ready: bool
     tools: dict[str, ToolState]
+    blocking: NotRequired[list[RequiredTool]]
     store: NotRequired[StoreState]
 
 
@@ -248,6 +261,8 @@ class PendingCall(TypedDict):
 
     contextRef: str
     tool: str
+    toolDescription: str
+    """The tool's ``description`` in the build's contract (what it does)."""
     callId: str
     arguments: Any
     reason: str
@@ -255,6 +270,13 @@ class PendingCall(TypedDict):
     expiresAt: Instant
     contextExpiresAt: Instant
     coordinates: Coordinates
+    application: str
+    """The id of the credential that resolved the call's context: the application that asked."""
+    requesterGone: bool
+    """True when nobody can take the call's answer any more: the request that asked for it
+    ended before its answer reached its client, and no later request can name the call (an MCP
+    ``tools/call`` with a call id of its own, whose client left). It stays listed until it
+    expires and may be rejected; an approve is ``409 REQUESTER_GONE``."""
 
 
 class PendingList(TypedDict):

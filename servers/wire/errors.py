@@ -67,6 +67,7 @@ class ErrorCode(Enum):
     ARGUMENTS_INVALID = S.BAD_REQUEST, "the arguments are not JSON"
     CALL_REJECTED = S.CONFLICT, "the call was rejected already"
     CALL_DECIDED = S.CONFLICT, "the call was approved or has run already"
+    REQUESTER_GONE = S.CONFLICT, "nobody can take this call's answer any more: reject it"
 
     # -- the MCP mount's HTTP boundary (servers.mcp) --------------------------------------------
     OBJECTIVE_NOT_MOUNTED = S.NOT_FOUND, "no such objective", "OBJECTIVE_UNKNOWN"

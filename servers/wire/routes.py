@@ -95,7 +95,7 @@ def _approval(path: str, handler: str, summary: str, answer: type) -> Route:
         body=r.DecisionRequest,
         refuses=(
             *(E.ARGUMENTS_INVALID, E.CONTEXT_UNKNOWN, E.CONTEXT_EXPIRED, E.TOOL_NOT_DISCLOSED),
-            *(E.CALL_REJECTED, E.CALL_DECIDED),
+            *(E.CALL_REJECTED, E.CALL_DECIDED, E.REQUESTER_GONE),
         ),
     )
 
@@ -113,7 +113,8 @@ ROUTES: Final = (
         "GET",
         "/v1/ready",
         "ready",
-        "every bound descriptor matches its contract (503 with each tool's state if not)",
+        "every bound descriptor matches its contract and every tool an objective requires is"
+        " bound and ready (503 with each tool's state if not)",
         {OK: a.Ready, UNAVAILABLE: a.Ready},
     ),
     Route(

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from tests.support.paths import ROOT
 from tests.support.runtime_harness import _read_url, listening, seif_command, stop
 
+INSPECT_TOKEN = "inspect-secret-walkthrough"
 TICKET = {"title": "Printer jammed", "description": "Floor 2", "priority": "low"}
 
 
@@ -142,13 +144,24 @@ def test_the_authoring_walkthrough_ends_with_a_ready_runtime(tmp_path: Path) -> 
     executor = spawn(
         ["./run", "--port", "0"], tmp_path / "ticket-executor", {"SEIF_EXECUTOR_TOKEN": token}
     )
-    runtime = None
+    runtime = synthetic = None
     try:
         url = _read_url(executor, "executor listening on ", time.monotonic() + 30)
+        synthetic = spawn(
+            [sys.executable, str(ROOT / "examples" / "reference-tools" / "executor.py"),
+             "--port", "0"],
+            tmp_path,
+            {"CONTEXT_TOOL_INSPECT_CONTEXT_TOKEN": INSPECT_TOKEN},
+        )  # fmt: skip
+        reference = _read_url(synthetic, "reference executor listening on ", time.monotonic() + 30)
         bindings_path = tmp_path / "bindings.staging.json"
         bindings = json.loads(bindings_path.read_text())
         entry = bindings["tools"]["open-ticket"]
-        bindings["tools"] = {"open-ticket": {**entry, "endpoint": url}}  # the others: unbound
+        inspect = bindings["tools"]["inspect-context"]  # required by both profiles: bound
+        bindings["tools"] = {
+            "open-ticket": {**entry, "endpoint": url},
+            "inspect-context": {**inspect, "endpoint": f"{reference}/inspect-context"},
+        }  # the others: unbound
         bindings_path.write_text(json.dumps(bindings, indent=2))
         shown = run(
             "tool",
@@ -177,6 +190,7 @@ def test_the_authoring_walkthrough_ends_with_a_ready_runtime(tmp_path: Path) -> 
         )
         env = {
             "CONTEXT_TOOL_OPEN_TICKET_TOKEN": token,
+            "CONTEXT_TOOL_INSPECT_CONTEXT_TOKEN": INSPECT_TOKEN,
             "SEIF_APP_TOKEN": app,
             "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN": "approval-secret-walkthrough",
             "PYTHONPATH": str(ROOT),
@@ -202,9 +216,9 @@ def test_the_authoring_walkthrough_ends_with_a_ready_runtime(tmp_path: Path) -> 
         base = listening(runtime)
         status, ready = request(f"{base}/v1/ready")
         assert status == 200 and ready["ready"] is True
-        assert ready["tools"] == {"open-ticket": "READY"}
+        assert ready["tools"] == {"inspect-context": "READY", "open-ticket": "READY"}
     finally:
-        for proc in (runtime, executor):
+        for proc in (runtime, executor, synthetic):
             if proc is not None:
                 stop(proc)
 

@@ -9,6 +9,7 @@
    the list (new calls come last): never the whole list. */
 
 import { escapeInvisible, hasVisible } from "./text.js";
+import { viewElement } from "./view.js";
 
 (() => {
   const TOKEN_KEY = "seif.approverToken";
@@ -23,6 +24,8 @@ import { escapeInvisible, hasVisible } from "./text.js";
   const UNREACHABLE = "Cannot reach the approval server.";
   const INEXACT = "These arguments contain numbers this browser cannot show exactly; "
     + "do not approve from this page";
+  const GONE = "Requester gone: the request that asked for this call has ended, and nobody can "
+    + "run it any more. It cannot be approved; reject it to clear it.";
   const CLOCK = { hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
   const pad = (number) => String(number).padStart(2, "0");
 
@@ -33,7 +36,7 @@ import { escapeInvisible, hasVisible } from "./text.js";
     deskTitle: $("desk-title"), refresh: $("refresh"), updated: $("updated"),
     deskMessage: $("desk-message"), empty: $("empty"), pendingList: $("pending-list"),
     decidedSection: $("decided-section"), decidedList: $("decided-list"), loading: $("loading"),
-    more: $("more"), loadMore: $("load-more"),
+    more: $("more"), loadMore: $("load-more"), who: $("who"),
   };
   ui.submit = ui.form.querySelector("button[type=submit]");
 
@@ -174,14 +177,24 @@ import { escapeInvisible, hasVisible } from "./text.js";
     state.token = token;
     keep(token);
     showView(true);
+    showApprover(token);
     state.pages = [{ after: null, next: null }];
     render(reply.body, seq, 0);
     state.timers.forEach(clearInterval);
     state.timers = [setInterval(refresh, REFRESH_MS), setInterval(tick, TICK_MS)];
   }
 
+  /** Who this token signs in (`GET /v1/me`), in the bar; nothing from a server without it. */
+  async function showApprover(token) {
+    const reply = await api("GET", "/v1/me", undefined, token);
+    if (token !== state.token) return;
+    const approver = reply && reply.status === 200 ? reply.body.approver : null;
+    say(ui.who, typeof approver === "string" ? `Signed in as ${approver}` : "");
+  }
+
   function signOut(message) {
     keep(null);
+    say(ui.who, "");
     state.token = null;
     state.timers.forEach(clearInterval);
     state.timers = [];
@@ -298,6 +311,7 @@ import { escapeInvisible, hasVisible } from "./text.js";
       ui.pendingList.append(entry.el);
     } else if (!entry.final) {
       entry.expiresAt = Date.parse(call.expiresAt);
+      markGone(entry, call.requesterGone === true);
     }
   }
 
@@ -353,7 +367,11 @@ import { escapeInvisible, hasVisible } from "./text.js";
     const head = make("div", "item-head");
     const countdown = make("span", "countdown");
     head.append(make("h3", "tool", shown(call.tool), { id: `tool-${n}` }), countdown);
+    const description = make("p", "tool-description", shown(call.toolDescription));
+    description.hidden = typeof call.toolDescription !== "string" || call.toolDescription === "";
+    const gone = make("p", "message warn gone-mark", GONE, { hidden: "" });
     const facts = factList([
+      ["Application", call.application, "mono"],
       ["Objective", coordinates.objective], ["Consumer", coordinates.consumer],
       ["Environment", coordinates.environment], ["Deployment", coordinates.deployment],
       ["Call ID", call.callId, "mono"], ["Context", call.contextRef, "mono", "wide"],
@@ -363,11 +381,13 @@ import { escapeInvisible, hasVisible } from "./text.js";
     const exactText = typeof call.argumentsText === "string";
     const argsTitle = make("h4", "args-title",
       exactText ? "Arguments (exactly what will run)" : "Arguments (as this browser reads them)");
-    const args = make("pre", "args", view.text, { tabindex: "0" }); // scrollable
+    const tree = exactText ? viewElement(call.argumentsView) : null;
+    const args = tree === null ? make("pre", "args", view.text) : make("div", "args args-view");
+    if (tree !== null) args.append(tree);
     const controls = decisionControls(n);
     const outcome = make("p", "outcome", "",
       { role: "status", "aria-live": "polite", tabindex: "-1" }); // the decision's result
-    el.append(head, facts, argsTitle, args);
+    el.append(head, description, gone, facts, argsTitle, args);
     if (!view.exact) el.append(make("p", "message warn args-warning", INEXACT));
     el.append(controls.el, outcome);
     const entry = {
@@ -375,7 +395,9 @@ import { escapeInvisible, hasVisible } from "./text.js";
       error: controls.error, buttons: [controls.approve, controls.reject],
       expiresAt: Date.parse(call.expiresAt), final: false, finalSeq: 0, sending: false,
       deciding: false, expired: false, approve: controls.approve, blocked: !view.exact, page,
+      goneMark: gone, gone: false,
     };
+    markGone(entry, call.requesterGone === true);
     syncButtons(entry);
     controls.approve.addEventListener("click", () => decide(entry, "approve"));
     controls.reject.addEventListener("click", () => decide(entry, "reject"));
@@ -417,9 +439,19 @@ import { escapeInvisible, hasVisible } from "./text.js";
     entry.outcome.dataset.tone = tone;
   }
 
+  /** Mark the call as one whose requester is gone (or no longer): then it cannot be approved. */
+  function markGone(entry, gone) {
+    if (entry.gone === gone) return;
+    entry.gone = gone;
+    entry.goneMark.hidden = !gone;
+    entry.el.classList.toggle("is-gone", gone);
+    syncButtons(entry);
+  }
+
   function syncButtons(entry) {
     for (const button of entry.buttons) button.disabled = entry.sending || entry.expired;
     if (entry.blocked) entry.approve.disabled = true; // its arguments are not shown exactly
+    if (entry.gone) entry.approve.disabled = true; // nobody can run it any more
     entry.reason.disabled = entry.expired;
     entry.reason.readOnly = entry.sending;
   }
@@ -449,7 +481,7 @@ import { escapeInvisible, hasVisible } from "./text.js";
 
   async function decide(entry, kind) {
     if (entry.final || entry.sending || entry.expired) return;
-    if (kind === "approve" && entry.blocked) return;
+    if (kind === "approve" && (entry.blocked || entry.gone)) return;
     const reason = entry.reason.value.trim();
     if (!hasVisible(reason)) { // only spaces, zero-width or blank characters: no reason
       entry.reason.focus();
@@ -494,6 +526,9 @@ import { escapeInvisible, hasVisible } from "./text.js";
         return finish(entry, alreadyDecided(body.decided || body.error.decided), "elsewhere");
       case "PENDING_UNKNOWN":
         return finish(entry, `No longer pending: ${error.message}`, "gone");
+      case "REQUESTER_GONE":
+        markGone(entry, true);
+        return tell(entry, `Not approved: ${error.message}`, "error");
       case "REASON_REQUIRED":
       case "REASON_TOO_LONG":
         tell(entry, "", "");

@@ -43,6 +43,10 @@ from tests.support.runtime_harness import (
 REASON = "matches-the-lesson-5d1f8e"  # a reason that must never reach the disk
 FIELDS = {
     "argumentsText",
+    "argumentsView",
+    "toolDescription",
+    "application",
+    "requesterGone",
     "pendingId",
     "contextRef",
     "tool",

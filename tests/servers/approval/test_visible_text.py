@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from playwright.sync_api import Browser, Page, Route
 
 from policy.json.strict import loads
-from servers.approval.desk import exact_text
+from servers.approval.view import exact_text
 from servers.support.visible import (
     DEFAULT_IGNORABLE,
     escape_invisible,

@@ -24,6 +24,7 @@ from tests.servers.mcp.test_mcp_boundary import (
     session_headers,
     stateless_headers,
 )
+from tests.support.abandoned import abandoned
 from tests.support.mcp_support import (
     MODES,
     call_meta,
@@ -139,6 +140,35 @@ def test_a_waiting_call_whose_client_left_is_never_dispatched(tmp_path: Path) ->
                 later = await c.call_tool("propose_change", PROPOSAL, meta=call_meta("w-gone"))
             assert later.is_error is False  # the approval granted meanwhile is used
             assert (await executions(stack)).get("propose-change") == 1
+
+    run_async(scenario())
+
+
+def test_a_waiting_call_of_its_own_whose_client_left_has_no_requester(tmp_path: Path) -> None:
+    """A stateless call without `io.seif/callId` has a call id of its own: once its client
+    leaves, nobody can ask for the call again, so the runtime lists it with `requesterGone`,
+    refuses to approve it (409 `REQUESTER_GONE`, nothing dispatched) and lets it be rejected;
+    the same call id asked again would hold it anew, with a requester."""
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path, mcp=McpOptions(approval_wait_s=20.0)) as stack:
+            entry = await abandoned(stack, PROPOSAL)
+            assert entry["requesterGone"] is True and entry["application"] == "tutor-app"
+            ref, call_id = entry["contextRef"], entry["callId"]
+            refused = await stack.approve(ref, "propose_change", call_id, PROPOSAL)
+            assert (refused.status, refused.body["error"]["code"]) == (409, "REQUESTER_GONE")
+            assert (await executions(stack)).get("propose-change") is None
+            body = {"contextRef": ref, "tool": "propose-change", "callId": call_id,
+                    "arguments": PROPOSAL, "reason": "nobody waits for it"}  # fmt: skip
+            rejected = await stack.call(
+                "POST",
+                "/v1/context/tools/reject",
+                body,
+                headers={**APPROVAL, "x-seif-approver": "ops"},
+            )
+            assert rejected.status == 200
+            listed = await stack.call("GET", "/v1/context/tools/pending", headers=APPROVAL)
+            assert [p for p in listed.body["pending"] if p["callId"] == call_id] == []
 
     run_async(scenario())
 
