@@ -22,7 +22,7 @@ from policy.offline.replay import ReplayReport, WhatIfReport, replay, what_if
 
 def contract_digest(contract: Tool | Mapping[str, Any]) -> str:
     """The contract digest of a compiled :class:`Tool` or of a declared tool mapping
-    (``id``, ``name``, ``version``, ``parameters``, optional ``result``)."""
+    (``id``, ``name``, ``version``, ``parameters``, optional ``result`` and ``upstream``)."""
     if isinstance(contract, Tool):
         return contract.contract_digest
     return _digest.contract_digest(
@@ -31,6 +31,7 @@ def contract_digest(contract: Tool | Mapping[str, Any]) -> str:
         version=contract["version"],
         parameters=contract["parameters"],
         result=contract.get("result"),
+        upstream=contract.get("upstream"),
     )
 
 

@@ -74,6 +74,9 @@ Constraint = Pattern | Range | Length | OneOf | Exactly | JsonObject | JsonAny
 ID = Pattern("INVALID_ID", ID_PATTERN, "an id: `^[a-z][a-z0-9-]{0,63}$`")
 NAME = Pattern("INVALID_NAME", NAME_PATTERN, "a function name: `^[A-Za-z][A-Za-z0-9_-]{0,63}$`")
 SEMVER = Pattern("INVALID_VERSION", SEMVER_PATTERN, "a semantic version such as `1.0.0`")
+DESCRIPTOR_DIGEST = Pattern(
+    "INVALID_VALUE", re.compile(r"sha256:[0-9a-f]{64}"), "a digest `sha256:<64 hex digits>`"
+)
 
 
 def key(

@@ -18,6 +18,7 @@ from typing import Any
 from policy.cel.expression import CompiledExpression, compile_expression
 from policy.constraints import (
     DERIVED,
+    DESCRIPTOR_DIGEST,
     ID,
     NAME,
     SEMVER,
@@ -120,6 +121,21 @@ class Objective:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Upstream:
+    """The pin of a tool imported from an upstream MCP server (docs/upstream-mcp.md): the
+    server's id in the project and in bindings, the upstream tool's name, and the digest of its
+    descriptor as the upstream listed it when imported."""
+
+    server: str = field(metadata=key("server", ID))
+    tool: str = field(metadata=key("tool", Length(1, 128)))
+    descriptor_digest: str = field(metadata=key("descriptorDigest", DESCRIPTOR_DIGEST))
+
+    def to_json(self) -> dict[str, str]:
+        digest = self.descriptor_digest
+        return {"server": self.server, "tool": self.tool, "descriptorDigest": digest}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tool:
     id: str = field(metadata=key("id", ID))
     name: str = field(metadata=key("name", NAME))
@@ -131,6 +147,9 @@ class Tool:
     approval: str = field(metadata=key("approval", OneOf(APPROVALS), optional=True))
     max_calls: int = field(metadata=key("maxCalls", Range(1, 20), optional=True))
     timeout_ms: int = field(metadata=key("timeoutMs", Range(100, 30000), optional=True))
+    upstream: Upstream | None = field(default=None, metadata=key("upstream"))
+    """Absent (None) for every tool not imported from an upstream MCP server, so that neither its
+    encoding nor its contract digest changes."""
     contract_digest: str = _derived()
     model_schema: FrozenMap = _derived()
     tokens: int = _derived()
@@ -144,6 +163,7 @@ class Tool:
             version=self.version,
             parameters=self.parameters,
             result=self.result,
+            upstream=None if self.upstream is None else self.upstream.to_json(),
         )
         model = FrozenMap(name=self.name, description=self.description, parameters=self.parameters)
         set_ = object.__setattr__

@@ -35,7 +35,7 @@ Position = tuple[int, int]
 _TOOL_KEYS = {
     "tool_name": "name", "tool_description": "description", "effect": "effect",
     "approval": "approval", "max_calls": "maxCalls", "timeout": "timeoutMs",
-    "parameters": "parameters", "result": "result",
+    "parameters": "parameters", "result": "result", "upstream": "upstream",
 }  # fmt: skip
 
 
@@ -277,6 +277,16 @@ class _Lowering:
             return "maxCalls", number(parts[0])
         if kind == "timeout":
             return "timeoutMs", number(parts[0])
+        if kind == "upstream":
+            server, tool, digest = parts
+            at = join(pointer, "upstream")
+            for name, part in (("server", server), ("tool", tool), ("descriptorDigest", digest)):
+                self.at(join(at, name), part)
+            return "upstream", {
+                "server": _text(server),
+                "tool": _string(tool),
+                "descriptorDigest": _string(digest),
+            }
         key = "parameters" if kind == "parameters" else "result"
         return key, self.schema_of(parts[-1], join(pointer, key))  # parts[0]: the keyword
 

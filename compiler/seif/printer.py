@@ -131,8 +131,10 @@ SHAPES: dict[str, Shape] = {
     "tool": (
         {"id": BARE_ID, "version": VERSIONED},
         {"name": ANY_ID, "description": STR, "effect": ANY_ID, "approval": ANY_ID}
-        | {"maxCalls": _number, "timeoutMs": _number, "parameters": _any, "result": _any},
+        | {"maxCalls": _number, "timeoutMs": _number, "parameters": _any, "result": _any}
+        | {"upstream": lambda v: fits(v, "upstream")},
     ),
+    "upstream": ({"server": ANY_ID, "tool": STR, "descriptorDigest": STR}, {}),
     "ready": (
         {"state": _is("READY"), "version": VERSIONED, "contractDigest": _matches(DIGEST)},
         {},
@@ -355,6 +357,9 @@ def _tool(tool: Any, pointer: str) -> Lines:
             body += _parameters(value, here)
         elif key == "result":
             body += _schema_field("result", value, here)
+        elif key == "upstream":
+            pin = f"{value['server']} {dumps(value['tool'])} {dumps(value['descriptorDigest'])}"
+            body.append(Line(1, f"upstream {pin}", here))
         elif key in TOOL_FIELDS:
             text = dumps(value) if key in ("description", "maxCalls", "timeoutMs") else value
             unit = " ms" if key == "timeoutMs" else ""

@@ -11,20 +11,30 @@ from policy.json.value import JsonValue
 
 
 def contract_digest(
-    *, id: str, name: str, version: str, parameters: JsonValue, result: JsonValue | None
+    *,
+    id: str,
+    name: str,
+    version: str,
+    parameters: JsonValue,
+    result: JsonValue | None,
+    upstream: JsonValue | None = None,
 ) -> str:
     """``sha256:<hex>`` of the canonical CBOR of the contract map, exactly as the spec fixes it.
 
     ``parameters`` and ``result`` enter exactly as declared; description, effect, approval,
-    maxCalls and timeoutMs are policy, not contract, and do not.
+    maxCalls and timeoutMs are policy, not contract, and do not. ``upstream`` (the pin of a tool
+    imported from an upstream MCP server) enters only when the tool has one, so every digest of
+    a tool without it stays what it was.
     """
-    contract = {
+    contract: dict[str, JsonValue] = {
         "id": id,
         "name": name,
         "version": version,
         "arguments": parameters,
         "result": result,
     }
+    if upstream is not None:
+        contract["upstream"] = upstream
     return "sha256:" + hashlib.sha256(canonical_cbor(contract)).hexdigest()
 
 

@@ -53,6 +53,7 @@ CODES = frozenset(
     CREDENTIALS_EMPTY INVALID_ID DUPLICATE_ID TOKEN_REF_INVALID DUPLICATE_TOKEN SCOPES_EMPTY
     UNKNOWN_SCOPE DUPLICATE_SCOPE APPROVE_SCOPE_REFUSED
     INVALID_ENVIRONMENT UNKNOWN_TOOL TIMEOUT_EXCEEDS_DECLARED TRACE_KEY_NOT_DISTINCT
+    UPSTREAM_UNAVAILABLE
     SECRET_REF_REFUSED SECRET_REF_REGISTRY_REFUSED SECRET_REF_SEIF_REFUSED
     ENDPOINT_INVALID ENDPOINT_SCHEME_REFUSED ENDPOINT_USERINFO_REFUSED ENDPOINT_QUERY_REFUSED
     ENDPOINT_FRAGMENT_REFUSED ENDPOINT_HTTP_NOT_LOOPBACK ENDPOINT_SECRET_REQUIRED
@@ -440,6 +441,13 @@ def _tool_binding(
     item = check.object(value, pointer, ("endpoint",), optional)
     if item is None:
         return None
+    if tool is not None and tool.upstream is not None:
+        message = (
+            f"tool {_show(tool_id)} is pinned to the upstream MCP server "
+            f"{_show(tool.upstream.server)} (its contract's `upstream`), which this runtime "
+            "cannot dispatch to yet; an executor `endpoint` does not serve it"
+        )
+        check.error("UPSTREAM_UNAVAILABLE", pointer, message)
     secret = None
     if "secretRef" in item:
         secret = check.secret(item["secretRef"], join(pointer, "secretRef"), tool=True)

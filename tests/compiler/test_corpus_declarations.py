@@ -153,6 +153,8 @@ def hand_contract_digest(tool: Mapping[str, Any]) -> str:
         "arguments": tool["parameters"],
         "result": tool.get("result"),
     }
+    if "upstream" in tool:  # only a tool with a pin has the key (docs/upstream-mcp.md)
+        contract["upstream"] = tool["upstream"]
     return "sha256:" + hashlib.sha256(cbor2.dumps(contract, canonical=True)).hexdigest()
 
 

@@ -7,6 +7,7 @@ appears in any message. A recording environment checks that only named secrets a
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -16,6 +17,7 @@ import blake3
 import pytest
 
 from policy.diagnostic import Diagnostic, Location, render
+from policy.ir import Upstream
 from servers.config import files as config_files
 from servers.config.files import (
     CODES,
@@ -796,6 +798,7 @@ def test_problem_render() -> None:
 def test_every_code_has_a_case_and_a_doc() -> None:
     covered = {case[2] for case in (*CREDENTIAL_REFUSALS, *BINDING_REFUSALS)}
     covered |= {"FILE_UNREADABLE", "KEYCHAIN_UNAVAILABLE"}  # tested on their own above
+    covered |= {"UPSTREAM_UNAVAILABLE"}  # tested on its own below (needs a pinned tool)
     covered |= {"APPROVAL_TOKEN_MISSING", "APPROVAL_TOKEN_NOT_DISTINCT"}
     # the approval server's (tests/servers/approval/test_approval_config.py)
     covered |= {"APPROVERS_EMPTY", "APPROVER_TOKEN_REF_INVALID", "APPROVER_TOKEN_NOT_DISTINCT"}
@@ -803,3 +806,20 @@ def test_every_code_has_a_case_and_a_doc() -> None:
     docs = (ROOT / "docs" / "runtime-config.md").read_text()
     assert all(f"`{code}`" in docs for code in CODES)
     assert sorted(SCOPES) == ["context.resolve", "metrics.read", "tools.execute", "traces.read"]
+
+
+def test_a_tool_pinned_to_an_upstream_is_refused_an_executor_binding(
+    tmp_path: Path, reference_ir: Any
+) -> None:
+    """Bindings ``upstreams`` do not exist yet: an upstream-pinned tool cannot be served through
+    an executor endpoint, and start says so at the binding instead of dispatching elsewhere."""
+    pin = Upstream(server="fs", tool="inspect", descriptor_digest="sha256:" + "ab" * 32)
+    tools = tuple(
+        dataclasses.replace(t, upstream=pin) if t.id == "inspect-context" else t
+        for t in reference_ir.tools
+    )
+    project = dataclasses.replace(reference_ir, tools=tools)
+    with pytest.raises(ConfigError) as excinfo:
+        load(tmp_path, bindings_doc(), project)
+    assert refusal(excinfo) == [("UPSTREAM_UNAVAILABLE", TOOL)]
+    assert "`fs`" in excinfo.value.diagnostics[0].message
