@@ -1,4 +1,5 @@
-"""``seif tool new|include|protect|show|check-call`` (docs/authoring.md).
+"""``seif tool new|include|protect|show|check-call|import`` (docs/authoring.md; ``import``:
+:mod:`seif.cli.tool_import`, docs/upstream-mcp.md).
 
 Each command calls one operation of ``compiler.authoring`` (the Design workstation calls the
 same ones). A change is written to the project file only when it validates; otherwise its
@@ -15,6 +16,7 @@ from typing import Any
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
 from policy.diagnostic import Diagnostic
 from policy.json.strict import JsonError, loads
+from seif.cli import tool_import
 from seif.cli.output import (
     EXIT_NOT_ACCEPTABLE,
     EXIT_OK,
@@ -62,6 +64,7 @@ def add_parser(sub: Any) -> None:
     show.add_argument("--bindings", metavar="FILE", help="a bindings file: the connection")
     show.set_defaults(run=cmd_show)
     _check_call(_command(inner, "check-call", "check one call with the engine; dispatch nothing"))
+    tool_import.add_parser(inner)
 
 
 def _command(inner: Any, name: str, summary: str) -> argparse.ArgumentParser:

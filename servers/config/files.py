@@ -413,6 +413,21 @@ def load_bindings(
     return Bindings(environment, revision, MappingProxyType(tools), trace_key)
 
 
+def tool_secret(
+    reference: str,
+    env: Mapping[str, str],
+    shown_as: str,
+    keyring_get: KeyringGet = keyring.get_password,
+) -> str:
+    """The secret a tool's ``secretRef`` names (the same allowlist as bindings), given outside a
+    file (``seif tool import --secret-ref``: ``shown_as``); raises `ConfigError`."""
+    check = _Check(shown_as, env, keyring_get)
+    value = check.secret(reference, "", tool=True)
+    check.done()
+    assert value is not None  # else a problem was raised
+    return value
+
+
 def _trace_key(value: Any, tools: Mapping[str, Binding], check: _Check) -> bytes | None:
     """The 32-byte key derived from the ``traceKeyRef`` secret, distinct from tool secrets."""
     pointer = "/traceKeyRef"
