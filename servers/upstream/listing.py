@@ -17,6 +17,7 @@ clamped), never inside a tool.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import ssl
 from collections.abc import Mapping, Sequence
@@ -62,10 +63,10 @@ class UpstreamUnreachable(Exception):
 async def list_tools(target: Stdio | Http, *, timeout: float = TIMEOUT_S) -> Listing:
     """The upstream's identity and every tool of its listing, as sent;
     :class:`UpstreamUnreachable` (saying why, never a token) when that is not possible."""
-    import anyio  # noqa: PLC0415  # the mcp SDK (the `server` extra) loads on demand
+    import mcp  # noqa: PLC0415, F401  # the `server` extra, on demand: SERVER_STACK_MISSING
 
     try:
-        with anyio.fail_after(timeout):
+        async with asyncio.timeout(timeout):
             return await _list(target, timeout)
     except UpstreamUnreachable:
         raise
