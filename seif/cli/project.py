@@ -197,5 +197,6 @@ def cmd_test(args: argparse.Namespace) -> int:
         if args.verbose:
             print_results(report)
         print_report(args.project, report)
-        say(f"{len(report.results)} tests, {sum(r.passed for r in report.results)} passed")
+        count, passed = len(report.results), sum(r.passed for r in report.results)
+        say(f"{count} test{'' if count == 1 else 's'}, {passed} passed")
     return EXIT_OK if report.passed else EXIT_NOT_ACCEPTABLE

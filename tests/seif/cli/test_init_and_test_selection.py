@@ -54,7 +54,7 @@ def test_init_seif_writes_the_same_project_in_the_language(tmp_path: Path) -> No
     assert tested.stdout.splitlines() == [
         "PASS record-lookup-audience-assistant (objective assistant, guard: 4/4 assertions)",
         SUMMARY,
-        "1 tests, 1 passed",
+        "1 test, 1 passed",
     ]
     assert seif("init", "--out", "p.json", cwd=tmp_path).returncode == 0
     as_json = json.loads(seif("convert", "project.seif", "--to", "json", cwd=tmp_path).stdout)
@@ -117,12 +117,15 @@ def test_run_keeps_the_tests_whose_id_matches_the_glob(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     kept = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("PASS ")]
     assert kept == [i for i in ids if i.startswith("learner-")] and 0 < len(kept) < len(ids)
-    assert done.stdout.splitlines()[-1] == f"{len(kept)} tests, {len(kept)} passed"
+    assert (
+        done.stdout.splitlines()[-1]
+        == f"{len(kept)} test{'' if len(kept) == 1 else 's'}, {len(kept)} passed"
+    )
     never = seif("test", str(REFERENCE), "--run", "*-never-*", "--json", cwd=tmp_path)
     as_json = json.loads(never.stdout)
     assert [t["id"] for t in as_json["tests"]] == [i for i in ids if "-never-" in i]
     one = seif("test", str(REFERENCE), "--run", ids[3], cwd=tmp_path)
-    assert one.stdout.splitlines()[-1] == "1 tests, 1 passed"
+    assert one.stdout.splitlines()[-1] == "1 test, 1 passed"
 
 
 def test_a_failing_test_kept_by_run_keeps_its_pointer(tmp_path: Path) -> None:
