@@ -95,6 +95,7 @@ def _contract(tool: Tool) -> dict[str, Any]:
             {"name": name, "type": schema.get("type"), "required": name in required}
             for name, schema in properties.items()
         ],
+        **({} if tool.upstream is None else {"upstream": tool.upstream.to_json()}),
     }
 
 
@@ -219,6 +220,11 @@ def text_lines(report: Mapping[str, Any]) -> list[str]:
         f"tool {t['id']} {t['version']} ({t['name']}) {t['contractDigest']}",
         f"  {t['effect']}, approval {t['approval']}, max {t['maxCalls']} calls, "
         f"timeout {t['timeoutMs']} ms; arguments: {args or 'none'}",
+    ]
+    if "upstream" in t:  # imported: docs/upstream-mcp.md
+        pin = t["upstream"]
+        out.append(f"  upstream {pin['server']} {pin['tool']} {pin['descriptorDigest']}")
+    out += [
         "",
         "audience",
     ]

@@ -166,6 +166,11 @@ def test_effect_override_and_prefix(project: Path) -> None:
     assert code == 0, err
     assert doc["tools"][0]["id"] == "kb-write-note" and doc["tools"][0]["effect"] == "read"
     assert declared(project)["kb-write-note"].upstream.server == "notes"  # type: ignore[union-attr]
+    shown = seif("tool", "show", "--project", str(project), "--tool", "kb-write-note", "--json")
+    pin = json.loads(shown.stdout)["tool"]["upstream"]
+    assert pin["server"] == "notes" and pin["tool"] == "Write.Note"
+    text = seif("tool", "show", "--project", str(project), "--tool", "kb-write-note").stdout
+    assert f"  upstream notes Write.Note {pin['descriptorDigest']}" in text
 
 
 @pytest.mark.parametrize(
