@@ -250,19 +250,34 @@ def http_upstream(*extra: str) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+def import_http(project: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONTEXT_TOOL_NOTES_TOKEN": TOKEN}
+    command = [
+        sys.executable, "-m", "seif", "tool", "import", "--project", str(project),
+        "--server", "notes", "--url", url, "--secret-ref", "env:CONTEXT_TOOL_NOTES_TOKEN", *args,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
+
+
 def test_import_over_streamable_http_with_a_bearer(project: Path) -> None:
     with http_upstream() as url:
-        env = {**os.environ, "CONTEXT_TOOL_NOTES_TOKEN": TOKEN}
-        done = subprocess.run(
-            [sys.executable, "-m", "seif", "tool", "import", "--project", str(project),
-             "--server", "notes", "--url", url, "--secret-ref", "env:CONTEXT_TOOL_NOTES_TOKEN",
-             "--tool", "read_note", "--json"],
-            capture_output=True, text=True, timeout=60, env=env, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+        done = import_http(project, url, "--json")
+        assert done.returncode == 1, done.stderr  # find_notes refused, the others written
         doc = json.loads(done.stdout)
-        assert doc["tools"][0]["descriptorDigest"] == digest_of(tools()[0])
+        assert [t["descriptorDigest"] for t in doc["tools"]] == [
+            digest_of(t) for t in tools() if t["name"] != "find_notes"
+        ]
+        assert doc["tools"][0]["narrowed"] == ["/inputSchema/properties/limit/anyOf"]
+        assert [(r["tool"], r["pointer"]) for r in doc["refused"]] == [
+            ("find_notes", "/inputSchema/properties/glob/pattern")
+        ]
         refused, body, _ = run_import(project, "--server", "other", "--url", url)
         assert refused == 2 and body["diagnostics"][0]["code"] == "UPSTREAM_UNAVAILABLE"
+    changed = "Read one note, over HTTP."
+    with http_upstream("--note-description", changed) as url:
+        update = import_http(project, url, "--update", "--tool", "read_note")
+        assert update.returncode == 0, update.stderr
+        assert f"+description: {changed}" in update.stdout
     assert TOKEN not in project.read_text()
-    assert declared(project)["notes-read-note"].upstream is not None
+    tool = declared(project)["notes-read-note"]
+    assert tool.version == "0.3.2" and tool.description == changed
