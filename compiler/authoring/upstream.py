@@ -255,6 +255,8 @@ def _contract(
     index, current = _current(existing, ident, options, name)
     if current is not None:
         ident, fname = current["id"], current["name"]
+        if name not in options.effects and current.get("effect") == "write":
+            effect = "write"  # an update never loosens a reviewed effect on its own
     _check_names(ident, fname, existing, index, taken)
     declaration: dict[str, Any] = {
         "id": ident,

@@ -140,3 +140,17 @@ def test_a_project_that_would_not_validate_is_not_written() -> None:
     result = import_tools(source(), SERVER, listing, Options(server="fs"))
     assert not result.edit.ok and result.edit.text == result.edit.source.text
     assert "CATALOGUE_TOO_MANY_TOOLS" in [d.code for d in result.edit.diagnostics]
+
+
+def test_an_update_never_loosens_an_effect_on_its_own() -> None:
+    tool = listed("stat", annotations={"readOnlyHint": True})
+    first = import_tools(source(), SERVER, [tool], Options(server="fs", effects={"stat": "write"}))
+    reviewed = source_from_text("p.json", first.edit.text)
+    changed = {**tool, "description": "Changed upstream."}
+    again = import_tools(reviewed, SERVER, [changed], Options(server="fs", update=True))
+    assert again.imported[0].declaration["effect"] == "write"
+    assert again.imported[0].declaration["version"] == "2.1.1"
+    assert "+description: Changed upstream." in (again.imported[0].diff or "")
+    read = Options(server="fs", update=True, effects={"stat": "read"})
+    overridden = import_tools(reviewed, SERVER, [changed], read).imported[0]
+    assert overridden.declaration["effect"] == "read"
