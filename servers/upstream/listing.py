@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,7 +94,7 @@ async def _list(target: Stdio | Http, timeout: float) -> Listing:
     if isinstance(target, Stdio):
         command, *args = target.command
         params = StdioServerParameters(command=command, args=list(args))
-        async with _devnull() as errlog:
+        with open(os.devnull, "w", encoding="utf-8") as errlog:  # it may echo what it is given
             client = mcp.Client(
                 stdio_client(params, errlog=errlog), cache=None, read_timeout_seconds=timeout
             )
@@ -105,19 +106,6 @@ async def _list(target: Stdio | Http, timeout: float) -> Listing:
         transport = streamable_http_client(target.url, http_client=http)
         client = mcp.Client(transport, cache=None, read_timeout_seconds=timeout)
         return await _read(client)
-
-
-def _devnull() -> Any:
-    """The spawned server's stderr: discarded (it may echo what it was given)."""
-    import contextlib  # noqa: PLC0415
-    import os  # noqa: PLC0415
-
-    @contextlib.asynccontextmanager
-    async def opened() -> Any:
-        with open(os.devnull, "w", encoding="utf-8") as sink:
-            yield sink
-
-    return opened()
 
 
 async def _read(client: Any) -> Listing:
