@@ -295,12 +295,10 @@ class Approvals:
         coordinates = self._contexts.coordinates
         return events.pending_one(self.held, self.clock(), coordinates, key, self._described)
 
-    def _described(self, item: HeldCall) -> tuple[str, bool]:
-        """The held call's tool's description in the build, and whether its requester is
-        gone."""
+    def _described(self, item: HeldCall) -> str:
+        """The held call's tool's description in the build."""
         tool = self.ir.tool_by_id.get(item.tool)
-        gone = self.held.requester_gone((item.context_ref, item.call_id))
-        return (tool.description if tool is not None else ""), gone
+        return tool.description if tool is not None else ""
 
     def denied(self, row: ContextRow, call: Call, decision: Decision) -> None:
         """A call the engine denied in ``row``: held, with its arguments (encoded), while it is

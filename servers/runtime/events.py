@@ -188,13 +188,13 @@ def _shared_fragment(shared: tuple[str, ...]) -> Fragment:
     return fragment("coordinates", dict(zip(_COORDINATES[:-1], shared, strict=True)))
 
 
-Described = Callable[[HeldCall], tuple[str, bool]]
-"""What the runtime knows of a held call besides the call: its tool's description in the build,
-and whether its requester is gone (:meth:`servers.runtime.held.HeldCalls.requester_gone`)."""
+Described = Callable[[HeldCall], str]
+"""What the runtime knows of a held call besides the call: its tool's description in the
+build."""
 
 
-def undescribed(_item: HeldCall) -> tuple[str, bool]:
-    return "", False
+def undescribed(_item: HeldCall) -> str:
+    return ""
 
 
 def pending_call(
@@ -204,12 +204,12 @@ def pending_call(
     arguments decoded from the held bytes, and ``expiresAt``, when it stops being approvable
     (and leaves the list), besides its context's expiry (a ``JsonError`` for held bytes that
     are not strict JSON); the application that asked (the credential that resolved its
-    context), its tool's description and whether its requester is gone."""
-    description, gone = described(item)
+    context), its tool's description and whether its requester is gone (as the held call
+    says: :meth:`servers.runtime.held.HeldCalls.left`, every replica's)."""
     return {
         "contextRef": item.context_ref,
         "tool": item.tool,
-        "toolDescription": description,
+        "toolDescription": described(item),
         "callId": item.call_id,
         "arguments": arguments_of(item),
         "reason": item.reason,
@@ -218,7 +218,7 @@ def pending_call(
         "contextExpiresAt": iso(item.context_expires_at),
         "coordinates": _shown(coords),
         "application": item.owner,
-        "requesterGone": gone,
+        "requesterGone": item.requester_gone,
     }
 
 

@@ -173,8 +173,6 @@ class HeldCalls:
         self.on_approval_expired: Callable[[str, Key], None] | None = None
         """Told of every watched approval (:meth:`watch_approval`) whose time ran out."""
         self._waiters: dict[Key, set[asyncio.Event]] = {}
-        self._gone: set[Key] = set()
-        """The held calls whose requester is gone (:meth:`left`): each one held here."""
         self._epoch = secrets.token_hex(4)
         self._order: list[int] = []
         self._at: dict[int, Key] = {}  # serial -> the call it holds, while held
@@ -261,19 +259,25 @@ class HeldCalls:
     def left(self, key: Key) -> None:
         """The request that asked for the held call ``key`` ended before its answer reached
         its client, and no later request can name the call: its requester is gone. The call
-        stays listed, so marked, until it expires or is rejected; it is not approvable. A new
-        request of the call holds it anew, with a requester."""
-        if key in self._all:
-            self._gone.add(key)
+        stays listed, so marked (:attr:`~servers.store.rows.HeldCall.requester_gone`, in the
+        store too, for every process), until it expires or is rejected; it is not approvable.
+        A new request of the call holds it anew, with a requester (the mark goes, in the
+        store too; a newer request held by another process is never marked from here)."""
+        held = self._all.get(key)
+        if held is not None and not held.item.requester_gone:
+            self._all[key] = replace(held, item=replace(held.item, requester_gone=True))
+            self._store.mark_gone(held.item)
 
     def requester_gone(self, key: Key) -> bool:
-        """Whether :meth:`left` said so of the call held now (this process's holds only)."""
-        return key in self._gone
+        """Whether the call held now has no requester any more (:meth:`left`), as the store
+        says when it is shared (the mark of another process's hold, or a newer request that
+        cleared this process's)."""
+        found = self._store.get(*key, self._clock()) if self._store.shared else self.get(*key)
+        return found is not None and found.requester_gone
 
     def _forget(self, key: Key) -> HeldCall | None:
         """Forget one call here; the one forgotten, if any."""
         self._wake(key)
-        self._gone.discard(key)
         held = self._all.pop(key, None)
         if held is None:
             return None

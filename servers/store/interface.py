@@ -176,6 +176,12 @@ class HeldStore(Protocol):
     def drop_matching(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         """Forget the call only if it is held with exactly this tool and fingerprint."""
 
+    def mark_gone(self, item: HeldCall) -> None:
+        """This process's hold ``item`` has no requester any more: marked so for every
+        process (:attr:`~servers.store.rows.HeldCall.requester_gone` of what :meth:`get` and
+        :meth:`page` give), if it is still the one stored (not a newer request of the call,
+        held by another process); :meth:`put` of a new request clears the mark."""
+
     def drop_tool(self, context_ref: str, tool: str) -> None:
         """Forget a context's calls of ``tool`` (it can run no more there)."""
 

@@ -155,6 +155,9 @@ class HeldCall:
     """The JSON length of ``arguments`` in bytes, counted against the memory budget."""
     owner: str = ""
     """The credential that resolved its context: the call counts against its share."""
+    requester_gone: bool = False
+    """Whether the request that asked for it ended unanswered and no later request can name
+    the call (``servers.runtime.held.HeldCalls.left``): listed so, and not approvable."""
 
     def identity(self) -> tuple[str, ...]:
         """What sealed arguments are bound to."""

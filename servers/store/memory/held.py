@@ -29,6 +29,9 @@ class LocalHeld:
     def drop_matching(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         del context_ref, call_id, tool, fingerprint
 
+    def mark_gone(self, item: HeldCall) -> None:
+        del item
+
     def drop_tool(self, context_ref: str, tool: str) -> None:
         del context_ref, tool
 

@@ -7,7 +7,9 @@ approves and rejects any of them. A held call's arguments
 are stored only sealed (``servers.store.postgres.sealing``: AES-256-GCM, the key derived from the
 trace key) and only while the call is approvable: a row is deleted when its call is approved with
 its arguments, dispatched, rejected or expired, or its tool exhausted. ``held_outcomes`` keeps
-how a wait ended (``REJECTED``, never replaced; ``EXPIRED``) for the approval status.
+how a wait ended (``REJECTED``, never replaced; ``EXPIRED``) for the approval status. A row's
+``requester_gone`` is the mark of a call whose requester left (set by the replica holding it,
+cleared by a new request of the call): every replica lists it and refuses to approve the call.
 
 Each statement is one autocommit transaction on the calling thread's connection (the store's
 reads' connection): durable once it returns, and seen by every replica's next read. None is on
@@ -39,7 +41,7 @@ EXPIRY_GRACE_MS = 5_000
 
 _COLUMNS = (
     "context_ref, call_id, tool, owner, fingerprint, reason, requested_at, expires_at,"
-    " context_expires_at, size, sealed"
+    " context_expires_at, size, sealed, requester_gone"
 )
 _NOT_RUN = (
     "NOT EXISTS (SELECT 1 FROM intents i WHERE i.context_ref = h.context_ref"
@@ -49,19 +51,21 @@ PUT = (
     f"INSERT INTO held_calls ({_COLUMNS}, replica_id)"
     " SELECT %(context_ref)s, %(call_id)s, %(tool)s, %(owner)s, %(fingerprint)s, %(reason)s,"
     " %(requested_at)s, %(expires_at)s, %(context_expires_at)s, %(size)s, %(sealed)s,"
-    " %(replica_id)s WHERE NOT EXISTS (SELECT 1 FROM held_outcomes o WHERE"
+    " %(requester_gone)s, %(replica_id)s WHERE NOT EXISTS (SELECT 1 FROM held_outcomes o WHERE"
     " o.context_ref = %(context_ref)s AND o.call_id = %(call_id)s AND o.outcome = 'REJECTED')"
     " ON CONFLICT (context_ref, call_id) DO UPDATE SET tool = EXCLUDED.tool,"
     " owner = EXCLUDED.owner, fingerprint = EXCLUDED.fingerprint, reason = EXCLUDED.reason,"
     " requested_at = EXCLUDED.requested_at, expires_at = EXCLUDED.expires_at,"
     " context_expires_at = EXCLUDED.context_expires_at, size = EXCLUDED.size,"
-    " sealed = EXCLUDED.sealed, replica_id = EXCLUDED.replica_id"
+    " sealed = EXCLUDED.sealed, requester_gone = EXCLUDED.requester_gone,"
+    " replica_id = EXCLUDED.replica_id"
 )
 _KEY = "context_ref = %(context_ref)s AND call_id = %(call_id)s"
 _OWN = _KEY + " AND replica_id = %(replica_id)s AND requested_at = %(requested_at)s"
 DROP = "DELETE FROM held_calls WHERE context_ref = %s AND call_id = %s"
 DROP_OWN = f"DELETE FROM held_calls WHERE {_OWN}"
 DROP_MATCHING = DROP + " AND tool = %s AND fingerprint = %s"
+MARK_GONE = f"UPDATE held_calls SET requester_gone = true WHERE {_OWN}"
 DROP_TOOL = "DELETE FROM held_calls WHERE context_ref = %s AND tool = %s"
 _OUTCOME = (
     " INSERT INTO held_outcomes (context_ref, call_id, outcome, decided_at)"
@@ -138,6 +142,7 @@ class HeldTable:
             "context_expires_at": item.context_expires_at,
             "size": item.size,
             "sealed": self._sealer.seal(item.arguments, item.identity()),
+            "requester_gone": item.requester_gone,
             "replica_id": self._store.replica_id,
         }
         return self._store.execute(PUT, params) > 0
@@ -164,6 +169,12 @@ class HeldTable:
     def drop_matching(self, context_ref: str, call_id: str, tool: str, fingerprint: str) -> None:
         """Forget the call only if it is held with exactly this tool and fingerprint."""
         self._store.execute(DROP_MATCHING, (context_ref, call_id, tool, fingerprint))
+
+    def mark_gone(self, item: HeldCall) -> None:
+        """This replica's hold of the call has no requester any more: every replica lists it
+        so and refuses to approve it, while this hold is the one stored (a newer request of
+        the call, held anywhere, replaced it with a requester, unmarked)."""
+        self._store.execute(MARK_GONE, self._own(item))
 
     def drop_tool(self, context_ref: str, tool: str) -> None:
         self._store.execute(DROP_TOOL, (context_ref, tool))
@@ -200,7 +211,7 @@ class HeldTable:
         place = _place(after) if after is not None else FIRST
         found = self._store.select(PAGE, (now, *place, max_bytes, limit))
         out = [(self._open(row), _cursor((row[6], row[0], row[1]))) for row in found]
-        return out, bool(found) and found[0][11] > len(found)
+        return out, bool(found) and found[0][12] > len(found)
 
     def tidy(self, now: int) -> None:
         """End the calls left expired past :data:`EXPIRY_GRACE_MS` (their holder is gone),
@@ -224,7 +235,7 @@ class HeldTable:
         ref, call_id, tool, owner, fp, reason, requested, expires, context_expires = found[:9]
         row = HeldCall(
             ref, tool, call_id, b"", reason, requested, fp, expires, context_expires,
-            size=found[9], owner=owner,
+            size=found[9], owner=owner, requester_gone=found[11],
         )  # fmt: skip
         try:
             plain = self._sealer.open(bytes(found[10]), row.identity())

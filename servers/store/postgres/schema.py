@@ -42,7 +42,7 @@ from servers.store.rows import (
 )
 from servers.support.memo import remembered
 
-PG_SCHEMA_VERSION = 4
+PG_SCHEMA_VERSION = 5
 MIGRATION_LOCK = 0x5E1F_0019_5C4E_3A01
 """The advisory lock key (one 64-bit integer) the migrations hold; any constant, used only here."""
 
@@ -279,7 +279,20 @@ CREATE TABLE key_check (
 """Version 4: the check value of the fingerprint key every replica must use, recorded by the
 first replica that starts (``servers.store.keycheck``): never the key itself."""
 
-MIGRATIONS = {1: SCHEMA_V1 + WRITES_V1, 2: HELD_V2, 3: COMPLETE_V3, 4: KEY_CHECK_V4}
+GONE_V5 = """
+ALTER TABLE held_calls ADD COLUMN requester_gone boolean NOT NULL DEFAULT false;
+"""
+"""Version 5: whether a held call's requester is gone (``servers.runtime.held.HeldCalls.left``),
+so that every replica lists the mark and refuses to approve the call; calls held before it have
+their requester (``false``). A constant default: no row is rewritten."""
+
+MIGRATIONS = {
+    1: SCHEMA_V1 + WRITES_V1,
+    2: HELD_V2,
+    3: COMPLETE_V3,
+    4: KEY_CHECK_V4,
+    5: GONE_V5,
+}
 """What brings a database from version ``n - 1`` to ``n``; version 0 is an empty database."""
 
 INTENT_COLUMNS = "context_ref, call_id, tool, fingerprint, status, reason, created_at, completed_at"

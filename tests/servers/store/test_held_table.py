@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from servers.store.postgres.held import HeldTable
+from servers.store.postgres.schema import MIGRATIONS, PG_SCHEMA_VERSION
 from servers.store.postgres.sealing import Sealer
 from servers.store.postgres.store import PgStore
 from servers.store.rows import HeldCall, StoreError
@@ -180,3 +181,65 @@ def test_a_write_pool_that_could_not_open_opens_at_a_later_write(pg_url: str) ->
             conn.execute(f"REASSIGN OWNED BY {role} TO postgres")
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_requester_gone_mark_is_every_replica_s_until_a_new_request_clears_it(
+    two: tuple[PgStore, PgStore],
+) -> None:
+    """The replica holding a call marks it (its requester left): every replica reads and lists
+    the mark; a new request of the call, held by another replica, clears it, and the first
+    replica's mark of its own earlier hold no longer reaches the call."""
+    a, b = (HeldTable(s, Sealer(KEY)) for s in two)
+    first = _row("c1")
+    assert a.put(first) and a.put(_row("c2"))
+    a.mark_gone(first)
+    for table in (a, b):
+        found = table.get("ctx_1", "c1", NOW)
+        assert found is not None and found.requester_gone and found.arguments == b'{"x":1}'
+        rows, _more = table.page(NOW, None, 10, 1 << 20)
+        assert [(r.call_id, r.requester_gone) for r, _ in rows if r is not None] == [
+            ("c1", True),
+            ("c2", False),
+        ]
+    again = _row("c1", at=NOW + 5)  # asked again, through b: with a requester
+    assert b.put(again)
+    a.mark_gone(first)  # a's hold is no longer the one stored: nothing is marked
+    for table in (a, b):
+        found = table.get("ctx_1", "c1", NOW)
+        assert found is not None and not found.requester_gone
+    b.mark_gone(again)
+    assert a.put(_row("c1", at=NOW + 9))  # and asked again through a: cleared again
+    found = b.get("ctx_1", "c1", NOW)
+    assert found is not None and not found.requester_gone
+
+
+def test_a_database_of_the_previous_version_opens_keeping_its_held_calls(pg_url: str) -> None:
+    """A database schema version 4 left (no ``requester_gone``), holding a call: opened, it
+    is migrated, the call still listed and approvable with its requester, and a mark works."""
+    held = _row("old")
+    sealed = Sealer(KEY).seal(held.arguments, held.identity())
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_version (version integer PRIMARY KEY,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+        for version in range(1, 5):
+            conn.execute(MIGRATIONS[version])
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+        conn.execute(
+            "INSERT INTO held_calls VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'a')",
+            (held.context_ref, held.call_id, held.tool, held.owner, held.fingerprint,
+             held.reason, held.requested_at, held.expires_at, held.context_expires_at,
+             held.size, sealed),
+        )  # fmt: skip
+    store = _open(pg_url, "a")
+    try:
+        table = HeldTable(store, Sealer(KEY))
+        rows, more = table.page(NOW, None, 10, 1 << 20)
+        assert [r for r, _ in rows] == [held] and not more  # requester_gone: False
+        table.mark_gone(held)
+        found = table.get("ctx_1", "old", NOW)
+        assert found is not None and found.requester_gone
+    finally:
+        store.close()
+    with psycopg.connect(pg_url) as conn:
+        versions = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+    assert versions == [(v,) for v in range(1, PG_SCHEMA_VERSION + 1)]
