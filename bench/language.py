@@ -51,7 +51,9 @@ def catalogue(count: int = TOOLS) -> dict[str, Any]:
         {
             "tool": t["id"],
             "participation": "include",
-            "conditions": [{"when": "args.depth > 2", "then": "DENY", "reason": "too deep"}],
+            "conditions": [
+                {"when": "has(args.depth) && args.depth > 2", "then": "DENY", "reason": "too deep"}
+            ],
         }
         for t in tools
     ]

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from seif.cli.parsing import command, lazy
+from servers.mcp.origins import origin
 
 EXAMPLE = (
     "seif serve --build out/build --bindings bindings.json --credentials credentials.json "
@@ -142,6 +143,16 @@ def _features(serve: argparse.ArgumentParser) -> None:
         help="how long an MCP tools/call waits for a human's approval, more than 0 and at "
         "most the approval window, 300 (default 120)",
     )
+    serve.add_argument(
+        "--mcp-allowed-origin",
+        type=an_origin,
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="an Origin (scheme://host[:port]) whose pages may call MCP, repeatable; on a "
+        "loopback --host, http://localhost, http://127.0.0.1 and http://[::1] (any port) are "
+        "allowed too, and nothing else (docs/mcp.md#transport-security)",
+    )
 
 
 def at_least_one(text: str) -> int:
@@ -152,6 +163,13 @@ def at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def an_origin(text: str) -> str:
+    try:
+        return origin(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"`{text[:64]}` is {exc}") from None
 
 
 def header_seconds(text: str) -> float:

@@ -26,6 +26,7 @@ from servers.http.serving import (
     GuardedSite,
     Limits,
 )
+from servers.mcp.origins import is_loopback
 from servers.runtime.shadow import BACKLOG
 from servers.runtime.startup import MEMORY, Prepared, StartRefused, prepare
 from servers.store.rows import StoreError
@@ -215,11 +216,17 @@ async def _serve(prepared: Prepared, args: argparse.Namespace, limits: Limits) -
 
 
 def mcp_options(args: argparse.Namespace, limits: Limits) -> McpOptions:
-    """``--mcp``'s options: the approval wait asked for, and MCP's budgets of requests being
-    answered within the connection limit (``servers.mcp.streams``)."""
+    """``--mcp``'s options: the approval wait asked for, MCP's budgets of requests being
+    answered within the connection limit (``servers.mcp.streams``), and the origins allowed
+    (``servers.mcp.origins``: the ones given, and the loopback ones on a loopback ``--host``)."""
     from servers.mcp.app import McpOptions  # noqa: PLC0415 -- loads the mcp SDK
 
-    return McpOptions.within(limits.max_connections, approval_wait_s=args.mcp_approval_wait)
+    return McpOptions.within(
+        limits.max_connections,
+        approval_wait_s=args.mcp_approval_wait,
+        allowed_origins=frozenset(args.mcp_allowed_origin),
+        loopback=is_loopback(args.host),
+    )
 
 
 async def serve_app(

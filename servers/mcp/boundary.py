@@ -1,5 +1,7 @@
 """The HTTP boundary of ``/mcp/{objective}``: what seif checks before the MCP SDK sees a request.
 
+- first, before the token: the ``Origin`` and, on a loopback runtime, the ``Host`` (DNS
+  rebinding: 403 ``ORIGIN_REFUSED``, :mod:`servers.mcp.origins`);
 - the bearer token: 401 with ``WWW-Authenticate: Bearer``; 403 for a credential without both
   ``context.resolve`` and ``tools.execute``;
 - the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
@@ -32,7 +34,7 @@ from policy.json.strict import JsonError, dump_bytes, loads
 from servers.http import bodies
 from servers.http.app import bearer_credential
 from servers.http.bodies import error_response
-from servers.mcp import bridge, fast
+from servers.mcp import bridge, fast, origins
 from servers.mcp.handlers import Asked
 from servers.mcp.mounted import MOUNTED, Mounted
 from servers.wire.errors import (
@@ -52,6 +54,16 @@ SCOPES = ("context.resolve", "tools.execute")
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
+    mounted = request.app[MOUNTED]
+    options, headers = mounted.options, request.headers
+    rebinding = origins.refusal(
+        headers.getall("Origin", []),
+        headers.getall("Host", []),
+        options.allowed_origins,
+        options.loopback,
+    )
+    if rebinding is not None:
+        raise Refused(ErrorCode.ORIGIN_REFUSED, rebinding)
     try:
         credential = bearer_credential(request, None)
         missing = [s for s in SCOPES if s not in credential.scopes]
@@ -64,7 +76,6 @@ async def handle(request: web.Request) -> web.StreamResponse:
             response.headers["WWW-Authenticate"] = 'Bearer realm="seif"'
         return response
     objective = request.match_info["objective"]
-    mounted = request.app[MOUNTED]
     if objective not in mounted.managers:
         raise Refused(ErrorCode.OBJECTIVE_NOT_MOUNTED)
     with mounted.streams.held(credential.id, request.method == "GET") as refused:

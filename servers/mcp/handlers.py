@@ -21,7 +21,7 @@ from servers.http.app import RUNTIME
 from servers.mcp.calls import Alive, CallRequest, Progress, always, call
 from servers.mcp.contexts import Fresh, Live, Wanted
 from servers.mcp.mounted import MOUNTED
-from servers.mcp.results import CALL_ID_META, call_result, refusal
+from servers.mcp.results import CALL_ID_META, call_result, private_list, refusal
 from servers.store.rows import StoreError
 from servers.wire import reasons
 from servers.wire.errors import INVALID_PARAMS, ErrorCode, Refused
@@ -99,7 +99,7 @@ async def list_tools(app: web.Application, asked: Asked, renewed: Renewed) -> mt
     """The context's tools (resolving or renewing it as needed); each list a ``DISCLOSED``."""
     found = await _context(app, asked)
     if isinstance(found, Refused):
-        return mt.ListToolsResult(tools=[], _meta={"io.seif/blocked": found.extra.get("causes")})
+        return private_list([], {"io.seif/blocked": found.extra.get("causes")})
     live, fresh = found
     if fresh == "LIVE":  # its context's list again: logged as disclosed again, so it replays
         await app[RUNTIME].contexts.disclosed_again(live.opened)

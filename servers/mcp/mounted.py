@@ -33,6 +33,12 @@ class McpOptions:
     """MCP requests of one credential being answered at once (:mod:`servers.mcp.streams`)."""
     streams_in_all: int = MAX_CONNECTIONS // 2
     """MCP requests being answered at once, whoever sent them: half the connection limit."""
+    allowed_origins: frozenset[str] = frozenset()
+    """The ``Origin`` values allowed besides the loopback ones (``--mcp-allowed-origin``, each
+    in :func:`servers.mcp.origins.origin`'s form)."""
+    loopback: bool = True
+    """Whether the runtime listens on a loopback address: loopback origins are allowed, and a
+    ``Host`` other than a loopback name is refused (:mod:`servers.mcp.origins`)."""
 
     def __post_init__(self) -> None:
         if min(self.sessions_per_credential, self.streams_per_credential) < 1:
@@ -42,16 +48,28 @@ class McpOptions:
 
     @classmethod
     def within(
-        cls, max_connections: int, approval_wait_s: float = DEFAULT_APPROVAL_WAIT_S
+        cls,
+        max_connections: int,
+        approval_wait_s: float = DEFAULT_APPROVAL_WAIT_S,
+        *,
+        allowed_origins: frozenset[str] = frozenset(),
+        loopback: bool = True,
     ) -> McpOptions:
         """The options of a runtime holding ``max_connections`` connections: MCP may hold half
         of them (the other half always serves everything else: health, the HTTP API), one
         credential a quarter of MCP's half at most and never more than
         :data:`STREAMS_PER_CREDENTIAL`, so at least four credentials fill MCP's share and no
-        number of them fills the runtime's."""
+        number of them fills the runtime's. ``allowed_origins`` and ``loopback``: see the
+        fields."""
         in_all = max(1, max_connections // 2)
         per_credential = max(1, min(STREAMS_PER_CREDENTIAL, in_all // 4))
-        return cls(approval_wait_s, streams_per_credential=per_credential, streams_in_all=in_all)
+        return cls(
+            approval_wait_s,
+            streams_per_credential=per_credential,
+            streams_in_all=in_all,
+            allowed_origins=allowed_origins,
+            loopback=loopback,
+        )
 
 
 @dataclass(slots=True)

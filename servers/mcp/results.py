@@ -118,15 +118,17 @@ def _object_schema(schema: Any) -> bool:
 def tools_result(disclosure: Disclosure, context_ref: str) -> mt.ListToolsResult:
     """The ``tools/list`` result of one disclosure: its tools in declared order (it is
     deterministic: clients may cache it), the context's ref and messages in ``_meta``."""
-    return mt.ListToolsResult(
-        tools=[mcp_tool(t) for t in disclosure.tools],
-        _meta={
-            CONTEXT_META: context_ref,
-            "io.seif/messages": [
-                {"id": m.id, "role": m.role, "text": m.text} for m in disclosure.messages
-            ],
-        },
-    )
+    messages = [{"id": m.id, "role": m.role, "text": m.text} for m in disclosure.messages]
+    meta = {CONTEXT_META: context_ref, "io.seif/messages": messages}
+    return private_list([mcp_tool(t) for t in disclosure.tools], meta)
+
+
+def private_list(tools: list[mt.Tool], meta: dict[str, Any]) -> mt.ListToolsResult:
+    """A ``tools/list`` result saying it depends on the credential that asked (its context):
+    ``cacheScope: "private"``, so no shared cache gives it to another, and ``ttlMs: 0``, as it
+    may change at the next request. Both are on the wire of the stateless revision only (the
+    SDK's serializer drops them from the older ones)."""
+    return mt.ListToolsResult(tools=tools, cache_scope="private", ttl_ms=0, _meta=meta)
 
 
 def call_result(receipt: Mapping[str, Any]) -> mt.CallToolResult:

@@ -86,6 +86,8 @@ class ErrorCode(Enum):
     # -- the Design workstation (servers.design) ------------------------------------------------
     HOST_REFUSED = S.MISDIRECTED_REQUEST, "this page answers only at its own loopback address"
     ORIGIN_REFUSED = S.FORBIDDEN, "a change must come from the page itself"
+    """Also the MCP mount's, before authentication, with a message of its own: an ``Origin``
+    not allowed, or a ``Host`` not a loopback name on a loopback runtime (servers.mcp.origins)."""
     UNSUPPORTED_MEDIA_TYPE = S.UNSUPPORTED_MEDIA_TYPE, "send the body as `application/json`"
     NOT_JSON = S.BAD_REQUEST, "a field is not strict JSON"
     REGISTRY_REQUIRED = S.BAD_REQUEST, "give a registry directory"

@@ -302,21 +302,25 @@ class Boundary:
         return {k: stats[k] for k in DISPATCH_COUNTS}
 
 
+QUICK = McpOptions(approval_wait_s=1.0)
+
+
 @asynccontextmanager
-async def boundary_stack(root: Path) -> AsyncIterator[Stack]:
-    """The reference executor and a runtime with MCP mounted (approval wait 1 s), with the
-    harness's credentials and one that may execute but not resolve."""
+async def boundary_stack(root: Path, options: McpOptions = QUICK) -> AsyncIterator[Stack]:
+    """The reference executor and a runtime with MCP mounted (by default with an approval
+    wait of 1 s, on loopback), with the harness's credentials and one that may execute but
+    not resolve."""
     executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
     async with serving(executor_app) as executor_url:
         config = write_config(root, executor_url, credentials=CREDENTIALS_HERE)
         async with runtime_stack(
-            config, executor_url, executor_app, env=ENV_HERE, mcp=McpOptions(approval_wait_s=1.0)
+            config, executor_url, executor_app, env=ENV_HERE, mcp=options
         ) as stack:
             yield stack
 
 
 @contextlib.contextmanager
-def stack_in_a_thread(root: Path) -> Iterator[ThreadedStack]:
+def stack_in_a_thread(root: Path, options: McpOptions = QUICK) -> Iterator[ThreadedStack]:
     """:func:`boundary_stack` on an event loop of a thread of its own, entered and left in
     one task (the SDK's session managers run anyio task groups, which must be)."""
     loop = asyncio.new_event_loop()
@@ -326,7 +330,7 @@ def stack_in_a_thread(root: Path) -> Iterator[ThreadedStack]:
 
     async def hold() -> None:
         leave = asyncio.Event()
-        async with boundary_stack(root) as stack:
+        async with boundary_stack(root, options) as stack:
             ready.set_result((stack, leave))
             await leave.wait()
 

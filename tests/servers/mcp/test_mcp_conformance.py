@@ -8,7 +8,10 @@ The scenarios call tools by fixed names (``test_simple_text``, ...): the project
 ``conformance-project.json`` beside this file declares them, and a small executor here serves
 them. The suite's client sends no credential, and seif answers 401 to a request without one:
 ``bearer.mjs`` (loaded with ``node --import``) adds the application's bearer token to the
-requests the suite sends to seif, as a configured client would (``docs/mcp.md``)."""
+requests the suite sends to seif, as a configured client would (``docs/mcp.md``). The
+``dns-rebinding-protection`` scenario sends its requests with ``undici`` rather than ``fetch``
+(it sets ``Host``, which ``fetch`` may not): it runs through a small loopback proxy here that
+adds the token and forwards ``Host`` and ``Origin`` as sent (:func:`_proxy`)."""
 
 from __future__ import annotations
 
@@ -64,7 +67,11 @@ RUN = {
     "tools-call-error": "a call whose executor fails: isError with a text",
     "tools-call-with-progress": "a write waiting for its approval: progress every 5 s",
     "server-sse-multiple-streams": "concurrent requests of one session, each its own stream",
+    "dns-rebinding-protection": "a Host and Origin of another name are refused (403) before the "
+    "token is looked at, loopback ones served: through a proxy adding the token (the suite "
+    "sends none)",
 }
+THROUGH_THE_PROXY = frozenset({"dns-rebinding-protection"})
 NOT_APPLICABLE = {
     "logging-set-level": "seif sends no log messages to clients (the decision log is its record)",
     "completion-complete": "completions are for prompts and resources, which seif does not serve",
@@ -82,8 +89,6 @@ NOT_APPLICABLE = {
     "`$schema`, `$defs` and `$ref` (seif validate refuses them): no tool can have that shape",
     "server-sse-polling": "seif keeps no event store, so it sends no priming event and never "
     "closes a stream for the client to resume (SEP-1699's polling is optional)",
-    "dns-rebinding-protection": "it applies to servers without authentication: every seif "
-    "request needs a bearer token, which a rebinding page cannot send",
     "resources-list": "resources are out of scope (docs/mcp.md)",
     "resources-read-text": "resources are out of scope",
     "resources-read-binary": "resources are out of scope",
@@ -144,6 +149,33 @@ class Served:
     url: str
     """The objective's MCP endpoint."""
     runtime: str
+    proxied: str
+    """The objective's MCP endpoint through :func:`_proxy`."""
+
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length"})
+
+
+@asynccontextmanager
+async def _proxy(runtime: str) -> AsyncIterator[str]:
+    """A loopback proxy to ``runtime`` (its base URL) that adds the application's bearer token
+    and forwards every other header as sent, ``Host`` and ``Origin`` among them; its base URL.
+    Answers are forwarded whole (the scenario's are single JSON-RPC answers)."""
+
+    async def forward(request: web.Request) -> web.Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["Authorization"] = f"Bearer {APP_TOKEN}"
+        url = runtime + request.rel_url.raw_path_qs
+        body = await request.read()
+        async with http.request(request.method, url, data=body, headers=headers) as answer:
+            got = await answer.read()
+            back = {k: v for k, v in answer.headers.items() if k.lower() not in HOP_BY_HOP}
+            return web.Response(status=answer.status, body=got, headers=back)
+
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", forward)
+    async with aiohttp.ClientSession(auto_decompress=False) as http, serving(app) as url:
+        yield url
 
 
 @asynccontextmanager
@@ -159,7 +191,8 @@ async def _served(root: Path) -> AsyncIterator[Served]:
         proc = start_serve(config, "--mcp", "--mcp-approval-wait", "60")
         try:
             base = await asyncio.to_thread(listening, proc)
-            yield Served(mcp_url(base, "conformance"), base)
+            async with _proxy(base) as proxy:
+                yield Served(mcp_url(base, "conformance"), base, mcp_url(proxy, "conformance"))
         finally:
             stop(proc)
 
@@ -201,7 +234,8 @@ def test_the_conformance_suite_s_server_scenario_passes(
     if scenario == "tools-call-with-progress":
         operator = asyncio.run_coroutine_threadsafe(_approve_when_told(seif.stack), seif.loop)
     try:
-        done = _suite("server", "--url", seif.stack.url, "--scenario", scenario,
+        url = seif.stack.proxied if scenario in THROUGH_THE_PROXY else seif.stack.url
+        done = _suite("server", "--url", url, "--scenario", scenario,
                       "--output-dir", str(tmp_path))  # fmt: skip
     finally:
         if operator is not None:

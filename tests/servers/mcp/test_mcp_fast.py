@@ -22,6 +22,7 @@ from tests.servers.mcp.test_mcp_boundary import (
     LEARNER,
     Boundary,
     rpc,
+    session_headers,
     stack_in_a_thread,
     stateless_headers,
 )
@@ -106,3 +107,24 @@ def test_a_duplicate_is_answered_alike(mcp: Boundary) -> None:
     assert "structuredContent" not in again_native[2]["result"]
     assert again_native[2]["result"]["_meta"]["io.seif/receipt"]["duplicate"] is True
     assert mcp.stats()["byCallId"]["fast-dup"] == 1
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "sdk"])
+@pytest.mark.parametrize("path", [LEARNER, AUTHORING])
+def test_a_stateless_list_says_it_is_the_credential_s_own(
+    mcp: Boundary, native: bool, path: str
+) -> None:
+    """``cacheScope: "private"`` (and ``ttlMs: 0``): the list depends on the credential that
+    asked, so no shared cache may give it to another."""
+    status, _, body = _answer(mcp, path, rpc("tools/list", {}, style="stateless"), native=native)
+    assert status == 200
+    assert body["result"]["cacheScope"] == "private"
+    assert body["result"]["ttlMs"] == 0
+
+
+def test_a_session_s_list_carries_no_caching_hints(mcp: Boundary) -> None:
+    """The hints are the stateless revision's: a ``2025-11-25`` session's list has none."""
+    session = mcp.open_session()
+    listed = mcp.post(AUTHORING, rpc("tools/list"), session_headers(session)).result()
+    assert listed["tools"]
+    assert "cacheScope" not in listed and "ttlMs" not in listed

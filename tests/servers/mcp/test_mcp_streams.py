@@ -154,11 +154,12 @@ def test_budgets_out_of_range_are_refused(fields: dict[str, int]) -> None:
 
 
 @contextmanager
-def serve_mcp(tmp_path: Path) -> Iterator[str]:
-    """`seif serve --mcp --max-connections 32` on the reference executor: its base URL."""
+def serve_mcp(tmp_path: Path, *extra: str) -> Iterator[str]:
+    """`seif serve --mcp --max-connections 32` (and ``extra`` arguments) on the reference
+    executor: its base URL."""
     with executor_process(tmp_path) as executor_url:
         config = write_config(tmp_path, executor_url, credentials=CREDENTIALS_HERE)
-        args = ("--mcp", "--mcp-approval-wait", "3", "--max-connections", "32")
+        args = ("--mcp", "--mcp-approval-wait", "3", "--max-connections", "32", *extra)
         proc = start_serve(config, *args, env=ENV_HERE)
         try:
             yield listening(proc)
