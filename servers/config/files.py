@@ -33,6 +33,7 @@ from policy.diagnostic import Diagnostic, DiagnosticError, Location, did_you_mea
 from policy.json.pointer import join
 from policy.json.positions import with_positions
 from servers.config.tls import CaFileProblem, TrustStores
+from servers.config.upstreams import Upstream, UpstreamBinding
 
 SCOPES = frozenset({"context.resolve", "tools.execute", "traces.read", "metrics.read"})
 APPROVAL_ENV = "SEIF_CONTEXT_TOOL_APPROVAL_TOKEN"
@@ -157,8 +158,10 @@ class Binding:
 class Bindings:
     environment: str
     revision: int
-    tools: Mapping[str, Binding]
+    tools: Mapping[str, Binding | UpstreamBinding]
     trace_key: bytes | None = field(default=None, repr=False)
+    upstreams: Mapping[str, Upstream] = field(default_factory=lambda: MappingProxyType({}))
+    """The upstream MCP servers its ``upstreams`` names, by id (``servers.config.upstreams``)."""
 
 
 def _utf8(text: str) -> bytes:

@@ -4,7 +4,7 @@ observations. :func:`open_executors` chooses each bound tool's executor, once, a
 
 from __future__ import annotations
 
-from servers.config.files import Bindings
+from servers.config.files import Binding, Bindings
 from servers.executor.client import ExecutorClient, HttpExecutor, new_transport
 from servers.executor.interface import Executor, Executors
 
@@ -15,6 +15,8 @@ def open_executors(bindings: Bindings) -> Executors:
     transport = new_transport()
     client = ExecutorClient(transport)
     by_tool: dict[str, Executor] = {
-        tool_id: HttpExecutor(binding, client) for tool_id, binding in bindings.tools.items()
+        tool_id: HttpExecutor(binding, client)
+        for tool_id, binding in bindings.tools.items()
+        if isinstance(binding, Binding)  # upstream-bound tools: servers.upstream (issue 31)
     }
     return Executors(by_tool, transport.close)
