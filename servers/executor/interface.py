@@ -45,13 +45,16 @@ class Outcome:
     has one). ``reason`` is a code such as ``RESULT_INVALID``, ``EXECUTOR_ERROR``, ``TIMEOUT``,
     ``INVALID_RESPONSE``, ``CREDENTIAL_REFLECTED``, ``TOO_LARGE``, ``REDIRECT``,
     ``CONNECTION_LOST``, ``CONNECTION_REFUSED``. ``error_code`` is the backend's own error code
-    when it said no (its message is never kept).
+    when it said no (its message is never kept). ``message`` is the one exception: an upstream
+    MCP tool's own text of an ``UPSTREAM_TOOL_ERROR`` (at most 1,000 characters), for the
+    caller's receipt only, never stored, logged or recorded.
     """
 
     status: str
     output: Any = field(default=None, repr=False)  # never in a log line by accident
     reason: str | None = None
     error_code: str | None = None
+    message: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,29 +109,35 @@ async def _list(target: Stdio | Http, timeout: float) -> Listing:
 
 
 async def _read(client: Any) -> Listing:
-    import mcp_types as mt  # noqa: PLC0415
-    from pydantic import TypeAdapter  # noqa: PLC0415
-
-    raw = TypeAdapter(dict[str, Any])
     async with client:
         info = client.server_info
-        tools: list[dict[str, Any]] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            params = None if cursor is None else mt.PaginatedRequestParams(cursor=cursor)
-            page = await client.session.send_request(mt.ListToolsRequest(params=params), raw)
-            listed = page.get("tools")
-            if not isinstance(listed, list) or not all(isinstance(t, Mapping) for t in listed):
-                raise UpstreamUnreachable("`tools/list` answered without a list of tools")
-            tools.extend(dict(t) for t in listed)
-            cursor = page.get("nextCursor")
-            if not isinstance(cursor, str):
-                break
-        else:
-            raise UpstreamUnreachable(f"`tools/list` did not end within {MAX_PAGES} pages")
+        tools = await read_tools(client.session)
         return Listing(
             name=getattr(info, "name", "") or "",
             version=getattr(info, "version", "") or "",
             protocol_version=client.protocol_version,
             tools=tools,
         )
+
+
+async def read_tools(session: Any) -> list[dict[str, Any]]:
+    """Every page of ``tools/list`` of an open ``ClientSession``, each tool as sent;
+    :class:`UpstreamUnreachable` when the answer is not a listing (the SDK's own failures
+    propagate)."""
+    import mcp_types as mt  # noqa: PLC0415
+    from pydantic import TypeAdapter  # noqa: PLC0415
+
+    raw = TypeAdapter(dict[str, Any])
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        params = None if cursor is None else mt.PaginatedRequestParams(cursor=cursor)
+        page = await session.send_request(mt.ListToolsRequest(params=params), raw)
+        listed = page.get("tools")
+        if not isinstance(listed, list) or not all(isinstance(t, Mapping) for t in listed):
+            raise UpstreamUnreachable("`tools/list` answered without a list of tools")
+        tools.extend(dict(t) for t in listed)
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str):
+            return tools
+    raise UpstreamUnreachable(f"`tools/list` did not end within {MAX_PAGES} pages")

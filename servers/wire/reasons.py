@@ -45,6 +45,17 @@ TLS_UNTRUSTED: Final = "TLS_UNTRUSTED"
 ENDPOINT_INVALID: Final = "ENDPOINT_INVALID"
 CLIENT_ERROR: Final = "CLIENT_ERROR"
 
+# -- an upstream MCP server's answer (servers.upstream) --------------------------------------
+UPSTREAM_CHANGED: Final = "UPSTREAM_CHANGED"
+"""The upstream lists the tool with another descriptor digest than its pin (an observation's
+``detail``: the tool is ``INCOMPATIBLE``)."""
+UPSTREAM_UNAVAILABLE: Final = "UPSTREAM_UNAVAILABLE"
+"""The upstream is down or does not list the tool (an observation's ``detail``)."""
+UPSTREAM_TOOL_ERROR: Final = "UPSTREAM_TOOL_ERROR"
+"""The upstream tool answered ``isError`` (FAILED)."""
+UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
+"""The upstream answered a JSON-RPC error (FAILED; its code in ``error.code``)."""
+
 RUNTIME_REASONS: Final = frozenset(
     {
         IN_FLIGHT,
@@ -72,6 +83,10 @@ RUNTIME_REASONS: Final = frozenset(
         TLS_UNTRUSTED,
         ENDPOINT_INVALID,
         CLIENT_ERROR,
+        UPSTREAM_CHANGED,
+        UPSTREAM_UNAVAILABLE,
+        UPSTREAM_TOOL_ERROR,
+        UPSTREAM_ERROR,
     }
 )
 """Every reason a receipt carries that is not an engine decision's."""

@@ -97,10 +97,13 @@ def server(note_description: str) -> Any:
 
 
 def run_stdio(note_description: str) -> None:
+    serve_stdio(server(note_description))
+
+
+def serve_stdio(srv: Any) -> None:
+    """Serve the low-level server ``srv`` over stdio."""
     import anyio
     from mcp.server.stdio import stdio_server
-
-    srv = server(note_description)
 
     async def main() -> None:
         async with stdio_server() as (read, write):
@@ -110,9 +113,14 @@ def run_stdio(note_description: str) -> None:
 
 
 def run_http(port: int, token: str, note_description: str) -> None:
+    serve_http(server(note_description), port, token)
+
+
+def serve_http(srv: Any, port: int, token: str) -> None:
+    """Serve ``srv`` over Streamable HTTP on 127.0.0.1:``port``, 401 without the bearer."""
     import uvicorn
 
-    app = server(note_description).streamable_http_app()
+    app = srv.streamable_http_app()
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
