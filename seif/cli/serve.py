@@ -4,6 +4,7 @@ loads only when the command runs (:mod:`seif.serve.runtime`)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from seif.cli.parsing import command, lazy
@@ -153,6 +154,21 @@ def _features(serve: argparse.ArgumentParser) -> None:
         "loopback --host, http://localhost, http://127.0.0.1 and http://[::1] (any port) are "
         "allowed too, and nothing else (docs/mcp.md#transport-security)",
     )
+    serve.add_argument(
+        "--upstream-stderr",
+        type=a_directory,
+        default=None,
+        metavar="DIR",
+        help="write each stdio upstream MCP server's stderr to DIR/<server>.stderr (mode 0600, "
+        "appended); without it, discarded: it may echo arguments (docs/upstream-mcp.md)",
+    )
+
+
+def a_directory(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
+    return path
 
 
 def at_least_one(text: str) -> int:

@@ -64,6 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             require_turn=args.require_turn,
             shadow_dir=getattr(args, "shadow", None),
             shadow_backlog=getattr(args, "shadow_backlog", BACKLOG),
+            upstream_stderr=getattr(args, "upstream_stderr", None),
         )
     except StartRefused as exc:  # every problem of every file, then exit
         _report(exc.diagnostics)

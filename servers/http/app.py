@@ -14,7 +14,6 @@ from http import HTTPStatus
 from aiohttp import web
 
 from servers.config.files import Credential, Credentials
-from servers.executor import open_executors
 from servers.http import bodies
 from servers.http.bodies import json_response
 from servers.http.middleware import errors
@@ -25,6 +24,7 @@ from servers.runtime.readiness import blocking
 from servers.runtime.service import Runtime
 from servers.runtime.shadow import ShadowWorker
 from servers.runtime.startup import Prepared
+from servers.upstream import open_executors
 from servers.wire import answers, openapi, paging
 from servers.wire.capabilities import capabilities as capabilities_of
 from servers.wire.errors import ErrorCode, Refused
@@ -228,7 +228,9 @@ async def traces_head(request: web.Request) -> web.Response:
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
     backend = prepared.backend  # opened, checked and reconciled by `prepare`
-    executors = open_executors(prepared.bindings)
+    executors = open_executors(
+        prepared.bindings, prepared.build.project, stderr_dir=prepared.upstream_stderr
+    )
     app[RUNTIME] = runtime = Runtime(
         build=prepared.build,
         bindings=prepared.bindings,

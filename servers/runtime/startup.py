@@ -63,6 +63,9 @@ class Prepared:
     """A candidate build to evaluate in shadow (``--shadow``), verified like ``build``."""
     shadow_backlog: int = BACKLOG
     """Decisions waiting for the shadow at most (``--shadow-backlog``)."""
+    upstream_stderr: Path | None = None
+    """Where stdio upstreams' stderr goes, one file per upstream (``--upstream-stderr``);
+    None: discarded."""
 
     @property
     def store(self) -> DispatchStore:
@@ -96,6 +99,7 @@ def prepare(
     keyring_get: Callable[[str, str], str | None] = keyring.get_password,
     shadow_dir: str | Path | None = None,
     shadow_backlog: int = BACKLOG,
+    upstream_stderr: str | Path | None = None,
 ) -> Prepared:
     """Everything checked, the store open: the SQLite one of ``data_dir``, or (``store_url``)
     a replica's share of a PostgreSQL database (``servers.store.postgres.backend``), or
@@ -112,6 +116,7 @@ def prepare(
             raise StartRefused([exc]) from None
     checked = partial(
         Prepared,
+        upstream_stderr=None if upstream_stderr is None else Path(upstream_stderr),
         shadow=shadow,
         shadow_backlog=shadow_backlog,
         build=build,
