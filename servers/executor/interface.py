@@ -105,9 +105,20 @@ class Executors:
 
     by_tool: Mapping[str, Executor]
     _close: Callable[[], Awaitable[None]]
+    _watchers: list[Callable[[frozenset[str]], None]] = field(default_factory=list)
 
     def get(self, tool_id: str) -> Executor | None:
         return self.by_tool.get(tool_id)
+
+    def watch(self, changed: Callable[[frozenset[str]], None]) -> None:
+        """Call ``changed(tool ids)`` whenever a backend says what it offers changed (an
+        upstream MCP server's listing); an endpoint is only ever asked, never tells."""
+        self._watchers.append(changed)
+
+    def changed(self, tool_ids: frozenset[str]) -> None:
+        """Tell the watchers that the availability of ``tool_ids`` may have changed."""
+        for changed in self._watchers:
+            changed(tool_ids)
 
     async def aclose(self) -> None:
         await self._close()

@@ -72,6 +72,7 @@ async def _running(app: web.Application) -> AsyncIterator[None]:
             started.set()
             await stop.wait()
 
+    app[RUNTIME].contexts.watch(app[MOUNTED].contexts.tools_changed)  # an upstream's change
     task = asyncio.ensure_future(run())
     waiting = asyncio.ensure_future(started.wait())
     await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)

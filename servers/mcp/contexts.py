@@ -5,6 +5,11 @@
   minutes end (the session is then told ``notifications/tools/list_changed``).
 - Without (``2026-07-28``): one context per credential, objective and coordinates, shared by
   every request that names them, renewed when it expires.
+- When a backend says the availability of some tools changed (an upstream MCP server's listing:
+  :meth:`Contexts.tools_changed`), every live context that would now see otherwise (a tool it
+  disclosed is no longer ready with its contract, or one it omitted as unavailable or
+  incompatible is) is dropped, so its next request resolves it again, and its session, if it
+  has one, is told ``notifications/tools/list_changed`` at once.
 
 Call limits are per context, as everywhere (a call id the client names is one call of its
 credential and objective across contexts: ``servers.mcp.handlers``). Two requests that need the same
@@ -16,13 +21,16 @@ dropped first (:mod:`servers.support.bounded`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable
+import logging
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
 import mcp_types as mt
 
+from policy.engine.disclosure import Disclosure, availability
+from policy.reasons import TOOL_INCOMPATIBLE, TOOL_UNAVAILABLE
 from servers.mcp.results import tools_result
 from servers.runtime.service import Opened, Runtime
 from servers.support import bounded, memo
@@ -32,6 +40,10 @@ MAX_CONTEXTS = 10_000
 MAX_CONTEXTS_PER_CREDENTIAL = 1_000
 SEEN = 20_000
 Fresh = Literal["LIVE", "FIRST", "RENEWED"]
+Renewed = Callable[[], Awaitable[None]]
+"""Tell a session its tools may have changed."""
+LOG = logging.getLogger(__name__)
+UNREADY = (TOOL_UNAVAILABLE, TOOL_INCOMPATIBLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +76,9 @@ class Contexts:
         self._live: bounded.Owned[Hashable, Live] = bounded.Owned()
         self._opening: dict[Hashable, asyncio.Task[Live]] = {}
         self._seen: dict[Hashable, bool] = {}
+        self._sessions: dict[Hashable, Renewed] = {}
+        """How to tell the session of a context key (at most :data:`SEEN`)."""
+        self._rechecks: set[asyncio.Task[None]] = set()
         """Keys that had a context (at most :data:`SEEN`, least recently used forgotten
         first): the next resolution of one is a renewal, even once the table dropped it."""
 
@@ -109,3 +124,48 @@ class Contexts:
             finished=lambda entry: now >= entry.opened.expires_at,
         )
         return live
+
+    # ------------------------------------------------------------------ a backend's change
+
+    def remember(self, key: Hashable, tell: Renewed) -> None:
+        """How to tell the session whose context is ``key`` that its tools changed."""
+        memo.keep(self._sessions, key, tell, SEEN)
+
+    def tools_changed(self, tool_ids: frozenset[str]) -> None:
+        """The availability of ``tool_ids`` may have changed: check the live contexts."""
+        task = asyncio.ensure_future(self._recheck(tool_ids))
+        self._rechecks.add(task)
+        task.add_done_callback(self._rechecks.discard)
+
+    async def _recheck(self, tool_ids: frozenset[str]) -> None:
+        runtime = self._runtime()
+        for key, live in list(self._live.items()):
+            row = runtime.contexts.row(live.context_ref)
+            if row is None:
+                continue
+            disclosure = runtime.contexts.disclosure_of(row)
+            if not await _sees_otherwise(runtime, disclosure, tool_ids):
+                continue
+            self._live.drop(key)
+            tell = memo.cached(self._sessions, key)
+            if tell is not None:
+                try:
+                    await tell()
+                except Exception as error:  # a session gone: it resolves again if it returns
+                    LOG.info("MCP session not told of changed tools: %s", type(error).__name__)
+
+
+async def _sees_otherwise(
+    runtime: Runtime, disclosure: Disclosure, tool_ids: frozenset[str]
+) -> bool:
+    """Whether a context with ``disclosure`` would see otherwise now that ``tool_ids`` may
+    have changed: one it disclosed is no longer ready with its contract, or one it omitted for
+    its availability is."""
+    visible = {tool.id for tool in disclosure.tools}
+    unready = {o.id for o in disclosure.omitted if o.reason in UNREADY}
+    for tool_id in sorted(tool_ids & (visible | unready)):
+        tool = runtime.ir.tool_by_id[tool_id]
+        ready = availability(tool, await runtime.contexts.observe(tool_id)) is None
+        if ready != (tool_id in visible):
+            return True
+    return False

@@ -103,7 +103,7 @@ async def list_tools(app: web.Application, asked: Asked, renewed: Renewed) -> mt
     live, fresh = found
     if fresh == "LIVE":  # its context's list again: logged as disclosed again, so it replays
         await app[RUNTIME].contexts.disclosed_again(live.opened)
-    await _told(asked, fresh, renewed)
+    await _told(app, asked, fresh, renewed)
     return live.listed
 
 
@@ -163,7 +163,7 @@ async def _call_here(
     if isinstance(found, Refused):
         return refusal("DENIED", found.code, False, {CALL_ID_META: call_id})
     live, fresh = found
-    await _told(asked, fresh, renewed)
+    await _told(app, asked, fresh, renewed)
     runtime = app[RUNTIME]
     arguments = asked.sent.get("arguments")
     request = CallRequest(
@@ -194,8 +194,12 @@ async def _context(app: web.Application, asked: Asked) -> tuple[Live, Fresh] | R
         return exc
 
 
-async def _told(asked: Asked, fresh: Fresh, renewed: Renewed) -> None:
-    if fresh == "RENEWED" and asked.session is not None:
+async def _told(app: web.Application, asked: Asked, fresh: Fresh, renewed: Renewed) -> None:
+    """Tell a session whose context was renewed; remember how to tell it of a change."""
+    if asked.session is None:
+        return
+    app[MOUNTED].contexts.remember(asked.wanted().key, renewed)
+    if fresh == "RENEWED":
         await renewed()
 
 

@@ -11,7 +11,7 @@ not this cache, arbitrates).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,11 @@ class Contexts:
         return self._build.project
 
     # ------------------------------------------------------------------ availability
+
+    def watch(self, changed: Callable[[frozenset[str]], None]) -> None:
+        """Call ``changed(tool ids)`` when a backend tells their availability may have changed
+        (:meth:`servers.executor.interface.Executors.watch`)."""
+        self._executors.watch(changed)
 
     async def observe(self, tool_id: str) -> Observation:
         """The tool's availability now; concurrent refreshes of one tool share one request."""

@@ -7,7 +7,7 @@ kind, once, at start."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from policy.ir import Project
@@ -24,17 +24,18 @@ def open_executors(
     project: Project,
     *,
     stderr_dir: Path | None = None,
-    on_change: Callable[[str], None] | None = None,
 ) -> Executors:
     """One executor per bound tool, as its binding says: a ``context-tool-executor.v1``
     endpoint (sharing one keep-alive transport) or a tool of an upstream MCP server (one
     connection per upstream, shared by its tools, started here: call it in the running loop).
-    ``on_change(server)`` is told whenever an upstream's listing changes, or it goes up or
-    down. Closing the executors closes the connections (a stdio upstream's process stopped).
+    Its watchers (:meth:`Executors.watch`) are told an upstream's tools whenever its listing
+    changes, or it goes up or down. Closing the executors closes the connections (a stdio
+    upstream's process stopped).
     A tool whose contract is not pinned to its binding's upstream is left unbound (the
     bindings loader refuses such bindings)."""
     by_tool, close_http = open_http_executors(bindings)
     connections: dict[str, UpstreamConnection] = {}
+    served: dict[str, set[str]] = {}
     for tool_id, binding in bindings.tools.items():
         if not isinstance(binding, UpstreamBinding):
             continue
@@ -46,15 +47,20 @@ def open_executors(
         connection = connections.get(upstream.server)
         if connection is None:
             connection = UpstreamConnection(upstream, stderr_dir=stderr_dir)
-            if on_change is not None:
-                connection.watch(on_change)
             connections[upstream.server] = connection
         by_tool[tool_id] = UpstreamExecutor(binding, tool, connection)
-    for connection in connections.values():
-        connection.start()
+        served.setdefault(upstream.server, set()).add(tool_id)
 
     async def close() -> None:
         await asyncio.gather(*(c.aclose() for c in connections.values()))
         await close_http()
 
-    return Executors(by_tool, close)
+    executors = Executors(by_tool, close)
+    for server, connection in connections.items():
+        connection.watch(partial(_tell, executors, frozenset(served[server])))
+        connection.start()
+    return executors
+
+
+def _tell(executors: Executors, tool_ids: frozenset[str], _server: str) -> None:
+    executors.changed(tool_ids)

@@ -5,6 +5,7 @@ loader produces them, and that server run over Streamable HTTP on loopback."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import socket
 import subprocess
@@ -17,16 +18,21 @@ from typing import Any
 
 from compiler import compile_project
 from compiler.authoring.upstream import descriptor_digest
+from compiler.builds.build import write_build
 from policy.ir import Project
 from servers.config.upstreams import HttpUpstream, StdioUpstream, UpstreamBinding
+from servers.runtime.startup import Prepared, prepare
 from tests.support.guide_examples import free_port
 from tests.support.paths import ROOT
+from tests.support.runtime_harness import CREDENTIALS, ENV
 from tests.support.upstream_tools import tools
 
 SERVER = ROOT / "tests" / "support" / "upstream_tools.py"
 HTTP_TOKEN = "upstream-bearer-5e1c9a7f3b"
 ENV_SECRET = "upstream-env-secret-2d8b4f6a0c"
 WRITES = frozenset({"note", "die", "announce"})
+BOUND = ("up-echo", "up-fail", "up-refuse", "two-echo")
+"""The tools :func:`prepared_with_upstreams` binds."""
 
 
 def tool_id(server: str, name: str) -> str:
@@ -116,3 +122,28 @@ def http_upstream(server: str, state: Path) -> Iterator[HttpUpstream]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def prepared_with_upstreams(root: Path, states: dict[str, Path]) -> Prepared:
+    """A runtime prepared for a build of :func:`project` over ``states``' servers, with
+    :data:`BOUND` bound to stdio upstreams (their stderr in ``root/logs``)."""
+    write_build(project(tuple(states)), root / "build")
+    no_endpoints = {"environment": "test", "revision": 1, "tools": {}}
+    (root / "bindings.json").write_text(json.dumps(no_endpoints))
+    (root / "credentials.json").write_text(json.dumps(CREDENTIALS))
+    prepared = prepare(
+        build_dir=root / "build",
+        bindings_path=root / "bindings.json",
+        credentials_path=root / "credentials.json",
+        data_dir=root / "data",
+        env=ENV,
+        upstream_stderr=root / "logs",
+    )
+    upstreams = {server: stdio_upstream(server, state) for server, state in states.items()}
+    bound = {tool: binding(*tool.split("-", 1)) for tool in BOUND}
+    bindings = dataclasses.replace(
+        prepared.bindings,
+        upstreams=MappingProxyType(upstreams),
+        tools=MappingProxyType({**prepared.bindings.tools, **bound}),
+    )
+    return dataclasses.replace(prepared, bindings=bindings)

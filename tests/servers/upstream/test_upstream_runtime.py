@@ -9,50 +9,22 @@ produces them."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import os
 import stat
 import subprocess
 import sys
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import aiohttp
 
 from compiler.authoring.upstream import descriptor_digest
-from compiler.builds.build import write_build
 from servers.http.app import create_app
-from servers.runtime.startup import Prepared, prepare
 from tests.support import upstream_runtime as ur
-from tests.support.runtime_harness import BEARER, CREDENTIALS, ENV, serving
+from tests.support.runtime_harness import BEARER, serving
 from tests.support.upstream_tools import tools
 
-BOUND = ("up-echo", "up-fail", "up-refuse", "two-echo")
-
-
-def prepared_with_upstreams(root: Path, states: dict[str, Path]) -> Prepared:
-    write_build(ur.project(tuple(states)), root / "build")
-    no_endpoints = {"environment": "test", "revision": 1, "tools": {}}
-    (root / "bindings.json").write_text(json.dumps(no_endpoints))
-    (root / "credentials.json").write_text(json.dumps(CREDENTIALS))
-    prepared = prepare(
-        build_dir=root / "build",
-        bindings_path=root / "bindings.json",
-        credentials_path=root / "credentials.json",
-        data_dir=root / "data",
-        env=ENV,
-        upstream_stderr=root / "logs",
-    )
-    upstreams = {server: ur.stdio_upstream(server, state) for server, state in states.items()}
-    bound = {tool: ur.binding(*tool.split("-", 1)) for tool in BOUND}
-    bindings = dataclasses.replace(
-        prepared.bindings,
-        upstreams=MappingProxyType(upstreams),
-        tools=MappingProxyType({**prepared.bindings.tools, **bound}),
-    )
-    return dataclasses.replace(prepared, bindings=bindings)
+BOUND = ur.BOUND
 
 
 async def call(
@@ -74,7 +46,7 @@ def test_two_upstreams_under_one_objective(tmp_path: Path) -> None:
     states = {"up": tmp_path / "up", "two": tmp_path / "two"}
     for state in (*states.values(), tmp_path / "logs"):
         state.mkdir()
-    prepared = prepared_with_upstreams(tmp_path, states)
+    prepared = ur.prepared_with_upstreams(tmp_path, states)
 
     async def main() -> None:
         app = create_app(prepared)
