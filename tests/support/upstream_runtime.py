@@ -147,3 +147,12 @@ def prepared_with_upstreams(root: Path, states: dict[str, Path]) -> Prepared:
         tools=MappingProxyType({**prepared.bindings.tools, **bound}),
     )
     return dataclasses.replace(prepared, bindings=bindings)
+
+
+def two_upstreams(root: Path) -> tuple[dict[str, Path], Prepared]:
+    """The state directories of two stdio upstreams, ``up`` and ``two``, and a runtime
+    prepared with them (:func:`prepared_with_upstreams`)."""
+    states = {"up": root / "up", "two": root / "two"}
+    for state in (*states.values(), root / "logs"):
+        state.mkdir()
+    return states, prepared_with_upstreams(root, states)

@@ -19,10 +19,7 @@ LIST_CHANGED = "notifications/tools/list_changed"
 
 
 def test_a_session_is_told_when_an_upstream_goes_down(tmp_path: Path) -> None:
-    states = {"up": tmp_path / "up", "two": tmp_path / "two"}
-    for state in (*states.values(), tmp_path / "logs"):
-        state.mkdir()
-    prepared = ur.prepared_with_upstreams(tmp_path, states)
+    states, prepared = ur.two_upstreams(tmp_path)
 
     async def main() -> None:
         app = create_app(prepared)

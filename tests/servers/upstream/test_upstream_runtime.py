@@ -43,10 +43,7 @@ def alive(pid: int) -> bool:
 
 
 def test_two_upstreams_under_one_objective(tmp_path: Path) -> None:
-    states = {"up": tmp_path / "up", "two": tmp_path / "two"}
-    for state in (*states.values(), tmp_path / "logs"):
-        state.mkdir()
-    prepared = ur.prepared_with_upstreams(tmp_path, states)
+    states, prepared = ur.two_upstreams(tmp_path)
 
     async def main() -> None:
         app = create_app(prepared)
