@@ -185,5 +185,9 @@ def _specifics(receipt: Mapping[str, Any]) -> str:
     errors = decision.get("errors") if isinstance(decision, Mapping) else None
     if receipt.get("reason") == R.ARGUMENTS_INVALID and errors:
         return f" To fix: {argument_errors(errors).text()}."
+    error = receipt.get("error")
+    said = error.get("message") if isinstance(error, Mapping) else None
+    if isinstance(said, str):  # an upstream MCP tool's own isError text
+        return f" The tool said: {said}"
     code = receipt.get("executorError")
     return f" The executor's error code: `{code}`." if isinstance(code, str) else ""

@@ -23,7 +23,7 @@ from policy import reasons as R
 from policy.engine.decision import ALLOW, DUPLICATE, Decision, decide
 from policy.engine.state import Call, ContextState, with_history
 from policy.ir import Project
-from servers.executor.interface import Dispatch, Executors, idempotency_key
+from servers.executor.interface import Dispatch, Executors, Outcome, idempotency_key
 from servers.runtime import events
 from servers.runtime.approvals import Approvals
 from servers.runtime.contexts import Contexts
@@ -36,7 +36,7 @@ from servers.runtime.values import Seen
 from servers.store.rows import ContextRow, IntentRow, IntentUnknown, StoreError, StoreUnanswered
 from servers.support.tasks import Background
 from servers.wire import reasons
-from servers.wire.answers import Receipt, ReceiptStatus
+from servers.wire.answers import Receipt, ReceiptStatus, UpstreamError
 from servers.wire.requests import ExecuteRequest
 
 LOG = logging.getLogger("seif.runtime")
@@ -307,7 +307,7 @@ class Dispatcher:
             )
         )
         ended = (outcome.status, outcome.reason, outcome.output, outcome.error_code)
-        return await self._complete(row, call, fp, ended, probe)
+        return await self._complete(row, call, fp, ended, probe, error=_upstream_error(outcome))
 
     async def _complete(
         self,
@@ -316,10 +316,13 @@ class Dispatcher:
         fp: str,
         ended: tuple[str, str | None, Any, str | None],
         probe: Mapping[str, Any],
+        *,
+        error: UpstreamError | None = None,
     ) -> Receipt:
         """Store and log how the call ended (``ended``: its status, reason, output and the
         executor's own error code), then answer its receipt; a store that does not take it
-        makes the receipt ``UNKNOWN`` ``STORE_UNAVAILABLE`` and the outcome is stored later."""
+        makes the receipt ``UNKNOWN`` ``STORE_UNAVAILABLE`` and the outcome is stored later.
+        ``error`` (an upstream's own error) is in this receipt only, never stored or logged."""
         status, reason, output, executor_error = ended
         event = "UNKNOWN" if status == "UNKNOWN" else "RESULT"
         result = self._recorder.prepared(
@@ -353,6 +356,7 @@ class Dispatcher:
             output=output,
             output_available=status == "SUCCEEDED",
             executor_error=executor_error,
+            error=error,
         )
 
     def _record_later(
@@ -404,3 +408,13 @@ class Dispatcher:
         or once this replica's lease lapses)."""
         for task in list(self._retries):
             task.cancel()
+
+
+def _upstream_error(outcome: Outcome) -> UpstreamError | None:
+    """An upstream MCP server's own error, for the receipt: its JSON-RPC error's code, or its
+    ``isError`` text (never stored or logged)."""
+    if outcome.message is not None:
+        return {"message": outcome.message}
+    if outcome.reason == reasons.UPSTREAM_ERROR and outcome.error_code is not None:
+        return {"code": outcome.error_code}
+    return None

@@ -29,6 +29,7 @@ from servers.wire.answers import (
     Receipt,
     ReceiptStatus,
     Resolved,
+    UpstreamError,
 )
 from servers.wire.answers import (
     Omission as OmissionBody,
@@ -100,6 +101,7 @@ def receipt(
     output_available: bool = False,
     decision: Decision | None = None,
     executor_error: str | None = None,
+    error: UpstreamError | None = None,
 ) -> Receipt:
     body: Receipt = {
         "callId": call_id,
@@ -113,6 +115,8 @@ def receipt(
         body["output"] = output
     if executor_error is not None:
         body["executorError"] = executor_error  # the executor's own error code, no message
+    if error:
+        body["error"] = error  # an upstream's own error: this answer only, never stored
     if decision is not None and decision.outcome == DENY:
         body["decision"] = decision.to_json()  # type: ignore[typeddict-item]  # its own JSON
     return body

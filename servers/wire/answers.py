@@ -213,6 +213,15 @@ class Decision(TypedDict):
     errors: NotRequired[list[SchemaError]]
 
 
+class UpstreamError(TypedDict, total=False):
+    """An upstream MCP server's own error (docs/upstream-mcp.md): the code of its JSON-RPC
+    error (``UPSTREAM_ERROR``), or the text of its ``isError`` result (``UPSTREAM_TOOL_ERROR``,
+    at most 1,000 characters). Returned in the live receipt only: never stored or logged."""
+
+    code: str
+    message: str
+
+
 class Receipt(TypedDict):
     """What happened to one call (``docs/runtime.md``, "Receipts")."""
 
@@ -225,6 +234,7 @@ class Receipt(TypedDict):
     output: NotRequired[Any]
     executorError: NotRequired[str]
     """The executor's own error code when it said ``ok: false`` (never its message)."""
+    error: NotRequired[UpstreamError]
     decision: NotRequired[Decision]
 
 

@@ -75,8 +75,12 @@ def test_two_upstreams_under_one_objective(tmp_path: Path) -> None:
             assert (echoed["status"], echoed["output"]) == ("SUCCEEDED", {"text": "hello"})
             failed = await execute("up-fail", "c2", "x")
             assert (failed["status"], failed["reason"]) == ("FAILED", "UPSTREAM_TOOL_ERROR")
+            assert failed["error"]["message"].startswith("disk full: xxx")
+            assert len(failed["error"]["message"]) == 1000
+            assert "error" not in await execute("up-fail", "c2", "x"), "never stored"
             refused = await execute("up-refuse", "c3", "x")
             assert (refused["reason"], refused["executorError"]) == ("UPSTREAM_ERROR", "-32042")
+            assert refused["error"] == {"code": "-32042"}
             again = await execute("up-echo", "c1", "hello")
             assert again["duplicate"] is True
             sent = ur.calls(states["up"])
@@ -108,6 +112,8 @@ def test_two_upstreams_under_one_objective(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.1)
         assert not any(alive(pid) for pid in running)
+        kept = [p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()]
+        assert kept and not any(b"disk full" in data for data in kept), "the text is not kept"
         logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
         assert logs == ["two.stderr", "up.stderr"]  # `seif serve --upstream-stderr DIR`
         assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "logs").iterdir())
