@@ -114,7 +114,8 @@ class Disclosure:
 
 def availability(tool: Tool, observation: Fixture | Mapping[str, Any] | None) -> str | None:
     """None when ``observation`` shows ``tool`` ready with its declared contract; else the
-    reason code (``TOOL_UNAVAILABLE``, ``TOOL_INCOMPATIBLE``)."""
+    reason code (``TOOL_UNAVAILABLE``, ``TOOL_INCOMPATIBLE``; ``UPSTREAM_CHANGED`` for a tool
+    pinned to an upstream MCP server whose observation says the upstream's descriptor changed)."""
     if observation is None:
         return R.TOOL_UNAVAILABLE
     if isinstance(observation, Fixture):
@@ -127,7 +128,10 @@ def availability(tool: Tool, observation: Fixture | Mapping[str, Any] | None) ->
     if state != "READY":
         return R.TOOL_UNAVAILABLE
     if version != tool.version or digest != tool.contract_digest:
-        return R.TOOL_INCOMPATIBLE
+        changed = (
+            isinstance(observation, Mapping) and observation.get("detail") == R.UPSTREAM_CHANGED
+        )
+        return R.UPSTREAM_CHANGED if tool.upstream is not None and changed else R.TOOL_INCOMPATIBLE
     return None
 
 

@@ -59,6 +59,9 @@ REASON_NOTES = {
     R.CONTEXT_UNKNOWN: "the context is unknown and the call did not run",
     R.TOOL_UNAVAILABLE: "the tool's executor is not available; the call did not run",
     R.TOOL_INCOMPATIBLE: "the tool's executor serves another contract; the call did not run",
+    R.UPSTREAM_CHANGED: (
+        "the tool's upstream MCP server changed it since it was reviewed; the call did not run"
+    ),
     "CONNECT_FAILED": "seif could not be reached; nothing was sent",
 }
 

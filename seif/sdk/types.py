@@ -295,6 +295,9 @@ class Receipt:
     decision: FrozenMap | None = None
     executor_error: str | None = None
     """The executor's own error code when it said ``ok: false`` (never its message)."""
+    error: FrozenMap | None = None
+    """An upstream MCP server's own error (read-only): ``{"code"}`` of its JSON-RPC error, or
+    ``{"message"}``, its ``isError`` text; in the answer that ran the call only."""
     detail: str | None = None
     """The SDK's explanation of a receipt it made itself (no receipt came back)."""
 
@@ -327,6 +330,7 @@ class Receipt:
             output=freeze(body.get("output")) if available else None,
             decision=freeze(decision) if isinstance(decision, Mapping) else None,
             executor_error=_optional_str(body, "executorError", where),
+            error=freeze(error) if isinstance(error := body.get("error"), Mapping) else None,
         )
 
 

@@ -30,7 +30,7 @@ from typing import Literal
 import mcp_types as mt
 
 from policy.engine.disclosure import Disclosure, availability
-from policy.reasons import TOOL_INCOMPATIBLE, TOOL_UNAVAILABLE
+from policy.reasons import TOOL_INCOMPATIBLE, TOOL_UNAVAILABLE, UPSTREAM_CHANGED
 from servers.mcp.results import tools_result
 from servers.runtime.service import Opened, Runtime
 from servers.support import bounded, memo
@@ -43,7 +43,7 @@ Fresh = Literal["LIVE", "FIRST", "RENEWED"]
 Renewed = Callable[[], Awaitable[None]]
 """Tell a session its tools may have changed."""
 LOG = logging.getLogger(__name__)
-UNREADY = (TOOL_UNAVAILABLE, TOOL_INCOMPATIBLE)
+UNREADY = (TOOL_UNAVAILABLE, TOOL_INCOMPATIBLE, UPSTREAM_CHANGED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,11 @@ ADVICE = {
     reasons.TOOL_INCOMPATIBLE: (
         "the tool's executor does not serve the declared contract; nothing ran"
     ),
+    reasons.UPSTREAM_CHANGED: (
+        "the tool's upstream MCP server changed it since it was reviewed; nothing ran"
+    ),
+    reasons.UPSTREAM_TOOL_ERROR: "the upstream tool failed the call",
+    reasons.UPSTREAM_ERROR: "the upstream MCP server refused the call; see its error code",
     reasons.IN_FLIGHT: (
         "the first request of this call id is still running; its outcome is unknown"
     ),

@@ -21,6 +21,7 @@ from typing import Any
 
 from policy import reasons as R
 from policy.engine.decision import ALLOW, DUPLICATE, Decision, decide
+from policy.engine.disclosure import availability
 from policy.engine.state import Call, ContextState, with_history
 from policy.ir import Project
 from servers.executor.interface import Dispatch, Executors, Outcome, idempotency_key
@@ -275,7 +276,8 @@ class Dispatcher:
 
     async def _run(self, row: ContextRow, call: Call, fp: str) -> Receipt:
         """Run a claimed call by its tool's executor, once its descriptor matches the tool's
-        contract (``FAILED`` ``TOOL_UNAVAILABLE`` or ``TOOL_INCOMPATIBLE`` otherwise, never
+        contract (``FAILED`` ``TOOL_UNAVAILABLE``, ``TOOL_INCOMPATIBLE`` or ``UPSTREAM_CHANGED``
+        otherwise, never
         sent), and record its outcome."""
         tool = self.ir.tool_by_id[call.tool]
         executor = self._executors.get(tool.id)
@@ -284,14 +286,9 @@ class Dispatcher:
             if executor is not None
             else {"state": "UNAVAILABLE"}
         )
-        exact = ("READY", tool.version, tool.contract_digest)
-        if (
-            executor is None
-            or (probe.get("state"), probe.get("version"), probe.get("contractDigest")) != exact
-        ):
-            ready = probe.get("state") == "READY"
-            reason = reasons.TOOL_INCOMPATIBLE if ready else reasons.TOOL_UNAVAILABLE
-            return await self._complete(row, call, fp, ("FAILED", reason, None, None), probe)
+        refused = reasons.TOOL_UNAVAILABLE if executor is None else availability(tool, probe)
+        if executor is None or refused is not None:
+            return await self._complete(row, call, fp, ("FAILED", refused, None, None), probe)
         build = self._recorder.build.digest
         outcome = await executor.dispatch(
             Dispatch(

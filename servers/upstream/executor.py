@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import contract_digest
+from policy.engine.disclosure import availability
 from policy.ir import Tool
 from policy.json.strict import dump_bytes
 from policy.json.value import iter_strings, thaw
@@ -74,12 +75,6 @@ def observation(tool: Tool, digests: Digests | None) -> Observation:
     )
     return {"state": READY, "version": tool.version, "contractDigest": listed,
             "descriptorDigest": seen, "detail": reasons.UPSTREAM_CHANGED}  # fmt: skip
-
-
-def matches(tool: Tool, seen: Observation) -> bool:
-    """Whether ``seen`` shows ``tool`` ready with its declared contract."""
-    exact = ("READY", tool.version, tool.contract_digest)
-    return (seen.get("state"), seen.get("version"), seen.get("contractDigest")) == exact
 
 
 def interpret(result: Any, tool: Tool, max_bytes: int, secrets: Sequence[str]) -> Outcome:
@@ -154,11 +149,9 @@ class UpstreamExecutor:
         if tool.id != self.binding.tool or tool.upstream is None:
             return Outcome(FAILED, reason=reasons.BINDING_MISMATCH)
         if tool.effect == "write":  # the listing of right now: a rug pull is never called
-            seen = observation(tool, await self.connection.digests(0))
-            if not matches(tool, seen):
-                ready = seen.get("state") == READY
-                reason = reasons.TOOL_INCOMPATIBLE if ready else reasons.TOOL_UNAVAILABLE
-                return Outcome(FAILED, reason=reason)
+            refused = availability(tool, observation(tool, await self.connection.digests(0)))
+            if refused is not None:
+                return Outcome(FAILED, reason=refused)
         meta = {CALL_ID_META: call.call_id, IDEMPOTENCY_META: call.idempotency_key}
         timeout_s = self.binding.timeout_ms / 1000
         try:

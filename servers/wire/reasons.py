@@ -17,6 +17,9 @@ TOOL_UNAVAILABLE: Final = engine.TOOL_UNAVAILABLE
 """Not dispatched: the executor did not describe itself before dispatch (FAILED)."""
 TOOL_INCOMPATIBLE: Final = engine.TOOL_INCOMPATIBLE
 """Not dispatched: the executor describes another contract now (FAILED)."""
+UPSTREAM_CHANGED: Final = engine.UPSTREAM_CHANGED
+"""Not disclosed, or not dispatched: the upstream MCP server lists the tool with another
+descriptor digest than its pin (an observation's ``detail``; FAILED)."""
 INTERRUPTED: Final = "INTERRUPTED"
 """An intent the store found still running when it was opened: a crash (UNKNOWN)."""
 REPLICA_LOST: Final = "REPLICA_LOST"
@@ -46,9 +49,6 @@ ENDPOINT_INVALID: Final = "ENDPOINT_INVALID"
 CLIENT_ERROR: Final = "CLIENT_ERROR"
 
 # -- an upstream MCP server's answer (servers.upstream) --------------------------------------
-UPSTREAM_CHANGED: Final = "UPSTREAM_CHANGED"
-"""The upstream lists the tool with another descriptor digest than its pin (an observation's
-``detail``: the tool is ``INCOMPATIBLE``)."""
 UPSTREAM_UNAVAILABLE: Final = "UPSTREAM_UNAVAILABLE"
 """The upstream is down or does not list the tool (an observation's ``detail``)."""
 UPSTREAM_TOOL_ERROR: Final = "UPSTREAM_TOOL_ERROR"
@@ -83,7 +83,6 @@ RUNTIME_REASONS: Final = frozenset(
         TLS_UNTRUSTED,
         ENDPOINT_INVALID,
         CLIENT_ERROR,
-        UPSTREAM_CHANGED,
         UPSTREAM_UNAVAILABLE,
         UPSTREAM_TOOL_ERROR,
         UPSTREAM_ERROR,

@@ -127,7 +127,7 @@ def test_a_changed_description_is_incompatible_and_a_write_is_never_sent(tmp_pat
         assert (await executor(up, "note").describe())["state"] == "READY"
         (tmp_path / "note-description").write_text("Write a note, and mail it.", "utf-8")
         refused = await call(up, "note", "n")
-        assert (refused.status, refused.reason) == ("FAILED", reasons.TOOL_INCOMPATIBLE)
+        assert (refused.status, refused.reason) == ("FAILED", reasons.UPSTREAM_CHANGED)
         assert [c["name"] for c in ur.calls(tmp_path)] == ["announce"], "note was never sent"
 
     run(ur.stdio_upstream("up", tmp_path), scenario)

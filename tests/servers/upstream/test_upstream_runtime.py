@@ -19,7 +19,9 @@ from typing import Any
 import aiohttp
 
 from compiler.authoring.upstream import descriptor_digest
+from policy.offline.replay import replay
 from servers.http.app import create_app
+from servers.log.reading import read_records
 from tests.support import upstream_runtime as ur
 from tests.support.runtime_harness import BEARER, serving
 from tests.support.upstream_tools import tools
@@ -96,7 +98,7 @@ def test_two_upstreams_under_one_objective(tmp_path: Path) -> None:
             )
             assert "two_echo" not in {t["name"] for t in later["tools"]}
             omitted = {o["id"]: o["reason"] for o in later["omitted"]}
-            assert omitted["two-echo"] == "TOOL_INCOMPATIBLE"
+            assert omitted["two-echo"] == "UPSTREAM_CHANGED"
             _, ready = await call(http, url, "GET", "/v1/ready")
             assert ready["tools"]["two-echo"] == "INCOMPATIBLE"
             _, trace = await call(http, url, "GET", f"/v1/traces/{later['contextRef']}")
@@ -112,6 +114,10 @@ def test_two_upstreams_under_one_objective(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.1)
         assert not any(alive(pid) for pid in running)
+        build = prepared.build  # replay reproduces the refusal the changed upstream caused
+        records = list(read_records(tmp_path / "data" / "decisions.cbor"))
+        report = replay(build.project, records, build_digest=build.digest)
+        assert report.ok and report.disclosed == 2, report
         kept = [p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()]
         assert kept and not any(b"disk full" in data for data in kept), "the text is not kept"
         logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
