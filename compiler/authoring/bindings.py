@@ -69,9 +69,15 @@ def secret_env(tool_id: str) -> str:
 
 
 def placeholder_binding(tool: Tool) -> dict[str, Any]:
+    """A tool's binding to fill in: its upstream for a tool imported from one, else an
+    executor's (:func:`executor_binding`)."""
     if tool.upstream is not None:
         server = tool.upstream.server
         return {"upstream": server, "timeoutMs": tool.timeout_ms, "maxBytes": DEFAULT_MAX_BYTES}
+    return executor_binding(tool)
+
+
+def executor_binding(tool: Tool) -> dict[str, Any]:
     return {
         "endpoint": placeholder_endpoint(tool.id),
         "secretRef": f"env:{secret_env(tool.id)}",
