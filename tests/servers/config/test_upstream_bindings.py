@@ -193,6 +193,7 @@ def located(excinfo: pytest.ExceptionInfo[ConfigError], path: Path) -> list[tupl
         line = text.count("\n", 0, start) + 1
         column = start - (text.rfind("\n", 0, start) + 1) + 1
         assert (p.line, p.column) == (line, column), p
+        assert p.message and p.message[0] == p.message[0].lower() and not p.message.endswith(".")
         for shown in (p.message, repr(p), str(excinfo.value)):
             assert not any(secret in shown for secret in SECRETS)
         found.append((p.code, p.pointer))
