@@ -1,11 +1,16 @@
 """`seif tool import` against the reference MCP servers, pinned from npm and started by the test:
 the filesystem server over stdio (on a directory the test creates) and the everything server over
-Streamable HTTP. What each imports, narrows, drops and refuses is what its real listing says;
+Streamable HTTP, and ``mcp-server-git`` (PyPI, the dev extra) over stdio on a repository the test
+creates. What each imports, narrows, drops and refuses is what its real listing says;
 the pins match the listing as the official client reads it; JSON and `.seif` projects."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +86,27 @@ def test_the_everything_server_over_streamable_http(project: Path) -> None:
     tools = compile_project(project).tools
     assert {t.id for t in tools} == set(effects)
     assert all(t.upstream is not None and t.upstream.server == "every" for t in tools)
+
+
+def test_the_git_server_over_stdio(project: Path, tmp_path: Path) -> None:
+    server = shutil.which("mcp-server-git", path=str(Path(sys.executable).parent))
+    if server is None:  # a real component: missing fails the run under CI
+        message = "mcp-server-git is missing: it is in the dev extra (make .venv/.installed)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    repository = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repository)], check=True, timeout=30)
+    command = ["--", server, "--repository", str(repository)]
+    code, doc, err = run_import(project, "--server", "git", "--prefix", "repo", *command)
+    assert code == 0, err
+    assert doc["server"]["name"] == "mcp-git"
+    effects = {t["id"]: t["effect"] for t in doc["tools"]}
+    assert effects["repo-git-status"] == "read" and effects["repo-git-log"] == "read"
+    assert effects["repo-git-commit"] == "write" and effects["repo-git-add"] == "write"
+    log = next(t for t in doc["tools"] if t["id"] == "repo-git-log")
+    assert "/inputSchema/properties/start_timestamp/anyOf" in log["narrowed"]  # optional | null
+    tools = {t.id: t for t in compile_project(project).tools}
+    assert tools["repo-git-status"].name == "repo_git_status"
+    assert tools["repo-git-log"].upstream is not None
+    assert tools["repo-git-log"].upstream.tool == "git_log"
