@@ -31,7 +31,10 @@ from compiler.authoring.bindings import (
     CONTRACTS_FILE,
     EXECUTOR_CONTRACT,
     bindings_template,
+    is_placeholder_upstream,
+    keeps,
     placeholder_endpoint,
+    servers_of,
     write_template,
 )
 from compiler.authoring.source import AuthoringError, test_failures
@@ -55,9 +58,10 @@ CONFIGURED_NOT_READY = (
     "an endpoint in the bindings file is configured, not ready: the runtime checks each "
     f"executor's describe when it serves the build (GET {READY_ROUTE})"
 )
-_TOP_KEYS = ("environment", "revision", "traceKeyRef", "tools")
+_TOP_KEYS = ("environment", "revision", "traceKeyRef", "upstreams", "tools")
 _TYPES: Mapping[str, type] = {
     "endpoint": str,
+    "upstream": str,
     "secretRef": str,
     "timeoutMs": int,
     "maxBytes": int,
@@ -112,13 +116,19 @@ class ToolSetup:
     id: str
     version: str
     contract_digest: str
-    endpoint: str
-    placeholder: bool  # the endpoint is the template's: replace it with the executor's URL
+    endpoint: str | None  # None for a tool bound to an upstream
+    upstream: str | None  # the upstream's id, for a tool imported from one
+    placeholder: bool  # the endpoint (or the upstream's command) is the template's: replace it
     kept: bool  # the binding is the previous revision's, as a person filled it in
     secret_ref: str | None
     secret_env: str | None  # the environment variable to set, for an ``env:`` secretRef
 
     def to_json(self) -> dict[str, Any]:
+        if self.upstream is not None:
+            served: dict[str, Any] = {"upstream": self.upstream}
+        else:
+            tool = {"id": self.id, "version": self.version, "contractDigest": self.contract_digest}
+            served = {"describe": {"contract": EXECUTOR_CONTRACT, "tool": tool}}
         return {
             "id": self.id,
             "version": self.version,
@@ -128,14 +138,7 @@ class ToolSetup:
             "kept": self.kept,
             "secretRef": self.secret_ref,
             "secretEnv": self.secret_env,
-            "describe": {
-                "contract": EXECUTOR_CONTRACT,
-                "tool": {
-                    "id": self.id,
-                    "version": self.version,
-                    "contractDigest": self.contract_digest,
-                },
-            },
+            **served,
         }
 
 
@@ -259,6 +262,13 @@ def bindings_problems(document: Any) -> list[Diagnostic]:
         found.error("BINDINGS_INVALID", "/revision", f"not an integer in 0..{MAX_REVISION}")
     if "traceKeyRef" in document and not isinstance(document["traceKeyRef"], str):
         found.error("BINDINGS_INVALID", "/traceKeyRef", "not a string")
+    upstreams = document.get("upstreams", {})
+    if not isinstance(upstreams, dict):
+        found.error("BINDINGS_INVALID", "/upstreams", "not an object of server id to upstream")
+    else:
+        for server, entry in upstreams.items():
+            if not isinstance(entry, dict):
+                found.error("BINDINGS_INVALID", join("/upstreams", server), "not an object")
     tools = document.get("tools", {})
     if not isinstance(tools, dict):
         found.error("BINDINGS_INVALID", "/tools", "not an object of tool id to binding")
@@ -272,7 +282,9 @@ def _binding_problems(entry: Any, pointer: str, found: Collector) -> None:
     if not isinstance(entry, dict):
         found.error("BINDINGS_INVALID", pointer, "a binding is an object")
         return
-    _keys(entry, pointer, ("endpoint",), BINDING_KEYS, found)
+    _keys(entry, pointer, (), BINDING_KEYS, found)
+    if "endpoint" not in entry and "upstream" not in entry:
+        found.error("BINDINGS_INVALID", pointer, "missing key `endpoint` (or `upstream`)")
     for key, kind in _TYPES.items():
         value = entry.get(key)
         if key in entry and (not isinstance(value, kind) or isinstance(value, bool)):
@@ -338,7 +350,7 @@ def prepare_release(
     document = bindings_template(ir, environment, revision, old)
     registered = register_build(ir, Registry(registry))
     contracts = _write(registered, target, document, previous)
-    tools = tuple(_setup(tool, document["tools"][tool.id], old) for tool in ir.tools)
+    tools = tuple(_setup(tool, document, old) for tool in ir.tools)
     dropped = tuple(t for t in (old or {}).get("tools", {}) if ir.tool(t) is None)
     return Release(
         digest=registered.build.digest,
@@ -375,17 +387,27 @@ def _write(
         raise _refuse("BINDINGS_WRITE_FAILED", target, message, registered=digest) from None
 
 
-def _setup(tool: Tool, entry: Mapping[str, Any], old: Mapping[str, Any] | None) -> ToolSetup:
-    secret_ref = entry.get("secretRef")
+def _setup(tool: Tool, document: Mapping[str, Any], old: Mapping[str, Any] | None) -> ToolSetup:
+    entry = document["tools"][tool.id]
+    upstream = entry.get("upstream")
+    endpoint = entry.get("endpoint")
+    if upstream is not None:  # the upstream holds the secret, and the placeholder
+        served = document["upstreams"][upstream]
+        placeholder = is_placeholder_upstream(upstream, served)
+        secret_ref = served.get("secretRef")
+    else:
+        placeholder = endpoint == placeholder_endpoint(tool.id)
+        secret_ref = entry.get("secretRef")
     kind, _, name = (secret_ref or "").partition(":")
     return ToolSetup(
         id=tool.id,
         version=tool.version,
         contract_digest=tool.contract_digest,
-        endpoint=entry["endpoint"],
-        placeholder=entry["endpoint"] == placeholder_endpoint(tool.id),
-        kept=old is not None and tool.id in old["tools"],
-        secret_ref=secret_ref,
+        endpoint=endpoint,
+        upstream=upstream,
+        placeholder=placeholder,
+        kept=old is not None and keeps(tool, old["tools"].get(tool.id)),
+        secret_ref=secret_ref if isinstance(secret_ref, str) else None,
         secret_env=name if kind == "env" and name else None,
     )
 
@@ -408,5 +430,17 @@ def _notes(
             )
         elif old is not None and tool.id not in before:
             notes.append(f"`{tool.id}` is new in this build: its binding is a placeholder")
+        elif old is not None and not keeps(tool, before[tool.id]):
+            served = "its upstream" if tool.upstream is not None else "an executor endpoint"
+            notes.append(f"`{tool.id}` is now bound to {served}: its binding is a placeholder")
+    named = (old or {}).get("upstreams", {})
+    for server in servers_of(ir):
+        if old is not None and server not in named:
+            notes.append(f"upstream `{server}` is new in this build: its command is a placeholder")
+    notes.extend(
+        f"upstream `{s}` was dropped: no contract of the build names it"
+        for s in named
+        if s not in servers_of(ir)
+    )
     notes.extend(f"`{t}` was dropped: the build no longer declares it" for t in dropped)
     return tuple(notes)

@@ -8,8 +8,9 @@
 - ``protection``: the project tests that name the tool (in ``include``, ``exclude`` or a call),
   which are guards, whether each passes, and the objectives and scenarios no guard covers.
 - ``connection``: the tool's entry in a bindings file, if one is given: revision, endpoint and
-  secret reference, labelled ``configured`` (a placeholder endpoint is ``placeholder``). Never
-  ``ready``: readiness is what the runtime observes of a running executor.
+  secret reference, labelled ``configured`` (a placeholder endpoint is ``placeholder``); for a
+  tool bound to an upstream, the upstream's id, its program or url and secret reference. Never
+  ``ready``: readiness is what the runtime observes of a running executor or upstream.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.authoring.bindings import placeholder_endpoint
+from compiler.authoring.bindings import is_placeholder_upstream, placeholder_endpoint
 from compiler.authoring.scenarios import Scenario, scenario_of, scenario_text, scenarios
 from compiler.authoring.source import AuthoringError, ProjectSource, compiled, tool_of
 from policy.engine.disclosure import Disclosure, disclose
@@ -196,6 +197,8 @@ def connection(tool: Tool, bindings: Mapping[str, Any] | None) -> dict[str, Any]
     base = {"environment": bindings.get("environment"), "revision": bindings.get("revision")}
     if not isinstance(entry, Mapping):
         return {**base, "state": "unbound", "note": f"the bindings file has no entry for {tool.id}"}
+    if isinstance(entry.get("upstream"), str):
+        return {**base, **_upstream_connection(entry, bindings)}
     endpoint = entry.get("endpoint")
     if not isinstance(endpoint, str):
         return {**base, "state": "unbound", "note": f"the entry of {tool.id} has no endpoint"}
@@ -207,6 +210,28 @@ def connection(tool: Tool, bindings: Mapping[str, Any] | None) -> dict[str, Any]
         "secretRef": entry.get("secretRef"),
         "timeoutMs": entry.get("timeoutMs"),
         "note": "configured, not ready: readiness is checked by the runtime that serves the build",
+    }
+
+
+def _upstream_connection(entry: Mapping[str, Any], bindings: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream-bound tool's connection: its upstream's id, and the command (program only:
+    arguments may name something private) or url the file gives it."""
+    server = entry["upstream"]
+    upstreams = bindings.get("upstreams")
+    served = upstreams.get(server) if isinstance(upstreams, Mapping) else None
+    if not isinstance(served, Mapping):
+        note = f"`upstreams` has no entry `{server}`"
+        return {"state": "unbound", "upstream": server, "note": note}
+    command = served.get("command")
+    program = command[0] if isinstance(command, list) and command else None
+    return {
+        "state": "placeholder" if is_placeholder_upstream(server, served) else "configured",
+        "upstream": server,
+        "command": program if isinstance(program, str) else None,
+        "url": served.get("url"),
+        "secretRef": served.get("secretRef"),
+        "timeoutMs": entry.get("timeoutMs"),
+        "note": "configured, not ready: the runtime checks the upstream's listing against the pin",
     }
 
 
@@ -276,6 +301,13 @@ def _sees(seen: Mapping[str, Any]) -> str:
 def _connection_lines(c: Mapping[str, Any]) -> list[str]:
     if c["state"] in ("unknown", "unbound"):
         return [f"  {c['state']}: {c['note']}"]
+    if "upstream" in c:
+        target = c["url"] or c["command"] or "-"
+        return [
+            f"  {c['state']}: upstream {c['upstream']} {target} (environment {c['environment']}, "
+            f"revision {c['revision']}, secret {c['secretRef']})",
+            f"  {c['note']}",
+        ]
     return [
         f"  {c['state']}: {c['endpoint']} (environment {c['environment']}, revision "
         f"{c['revision']}, secret {c['secretRef']})",

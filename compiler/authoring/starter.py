@@ -29,7 +29,7 @@ from typing import Any
 from compiler.authoring.bindings import (
     DEFAULT_MAX_BYTES,
     EXECUTOR_CONTRACT,
-    placeholder_binding,
+    executor_binding,
     secret_env,
 )
 from compiler.authoring.source import AuthoringError, refusal, tool_of
@@ -95,7 +95,7 @@ def contract_document(tool: Tool) -> dict[str, Any]:
 def binding_entry(tool: Tool, port: int = DEFAULT_PORT) -> dict[str, Any]:
     """The bindings entry of a starter on this machine: its root URL, the secret's variable,
     the tool's declared timeout and the default byte limit (docs/runtime-config.md)."""
-    return {**placeholder_binding(tool), "endpoint": f"http://127.0.0.1:{port}"}
+    return {**executor_binding(tool), "endpoint": f"http://127.0.0.1:{port}"}
 
 
 def _placeholders(tool: Tool, lang: str) -> dict[str, str]:

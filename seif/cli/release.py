@@ -146,6 +146,14 @@ def text_lines(release: Release) -> list[str]:
 
 
 def _tool_lines(tool: ToolSetup) -> list[str]:
+    if tool.upstream is not None:
+        where = f"upstreams.{tool.upstream}"
+        state = (
+            f"replace the placeholder command of {where} with the server's command (or a url)"
+            if tool.placeholder
+            else f"{where} (configured)"
+        )
+        return [f"  {tool.id} {tool.version}", f"    upstream: {tool.upstream}: {state}"]
     if tool.placeholder:
         endpoint = f"replace the placeholder {tool.endpoint} with its executor's URL"
     else:

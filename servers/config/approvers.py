@@ -15,16 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from servers.config.files import (
-    Credential,
-    Credentials,
-    _Check,
-    _endpoint_problems,
-    _same,
-    approval_token,
-    load_entries,
-    refusal,
-)
+from servers.config.check import Check, same
+from servers.config.endpoints import endpoint_problems
+from servers.config.files import Credential, Credentials, approval_token, load_entries, refusal
 
 APPROVER_ENV = re.compile(r"SEIF_APPROVER_[A-Z0-9_]+")
 
@@ -39,7 +32,7 @@ def _no_keychain(_service: str, _name: str) -> str | None:  # pragma: no cover -
     raise AssertionError("approver tokens are read from the environment only")
 
 
-def _approver(value: Any, pointer: str, check: _Check) -> Credential | None:
+def _approver(value: Any, pointer: str, check: Check) -> Credential | None:
     item = check.object(value, pointer, ("id", "tokenRef"))
     if item is None:
         return None
@@ -51,7 +44,7 @@ def _approver(value: Any, pointer: str, check: _Check) -> Credential | None:
     return Credential(id=ident, scopes=frozenset(), token=token)
 
 
-def _token(value: Any, pointer: str, check: _Check) -> str | None:
+def _token(value: Any, pointer: str, check: Check) -> str | None:
     text = check.string(value, pointer)
     if text is None:
         return None
@@ -69,7 +62,7 @@ def runner_token(env: Mapping[str, str], approvers: Credentials) -> str:
     required, and distinct from every approver's token (compared in constant time)."""
 
     def clash(token: str) -> tuple[str, str]:
-        owner = next(c.id for c in approvers if _same(token, c.token))
+        owner = next(c.id for c in approvers if same(token, c.token))
         message = f"approver `{owner}` has the runner approval token; give the approver its own"
         return "APPROVER_TOKEN_NOT_DISTINCT", message
 
@@ -81,7 +74,7 @@ def runner_token(env: Mapping[str, str], approvers: Credentials) -> str:
 def runtime_url(text: str) -> str:
     """``--runtime``: an absolute ``https://`` URL, or ``http://`` to a loopback host (the runner
     approval credential travels to it), with no user name, query or fragment."""
-    problems = _endpoint_problems(text, has_secret=True)
+    problems = endpoint_problems(text, needs_secret=False)
     if problems:
         raise refusal("--runtime", *problems)
     return text.rstrip("/")

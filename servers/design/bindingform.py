@@ -1,5 +1,6 @@
 """The binding form: one environment's bindings file, a tool's ``endpoint`` and ``secretRef`` at a
-time (docs/runtime-config.md, "Bindings").
+time (docs/runtime-config.md, "Bindings"). A tool bound to an upstream MCP server is shown with
+its ``upstream``, read only: its upstream is edited in the file.
 
 An edit is checked with the runtime's own loader (:func:`servers.config.files.load_bindings`)
 before anything is written, without reading any secret: every ``secretRef`` is taken as set (the
@@ -36,7 +37,7 @@ CONFIGURED = "configured"
 PLACEHOLDER = "to fill in"
 UNBOUND = "not bound"
 INVALID = "invalid"
-_FILE_KEYS = ("/environment", "/revision", "/traceKeyRef", "/tools")
+_FILE_KEYS = ("/environment", "/revision", "/traceKeyRef", "/upstreams", "/tools")
 
 
 class Unresolved(Mapping[str, str]):
@@ -132,6 +133,7 @@ def _row(tool_id: str, entry: Any, problems: list[Diagnostic]) -> dict[str, Any]
         and (p.pointer == entry_pointer or p.pointer.startswith(entry_pointer + "/"))
     ]
     endpoint = entry.get("endpoint") if isinstance(entry, dict) else None
+    upstream = entry.get("upstream") if isinstance(entry, dict) else None
     if entry is None:
         status = UNBOUND
     elif own:
@@ -144,6 +146,7 @@ def _row(tool_id: str, entry: Any, problems: list[Diagnostic]) -> dict[str, Any]
         "id": tool_id,
         "endpoint": endpoint,
         "secretRef": entry.get("secretRef") if isinstance(entry, dict) else None,
+        "upstream": upstream if isinstance(upstream, str) else None,
         "status": status,
         "diagnostics": [p.to_json() for p in own],
     }
@@ -187,6 +190,9 @@ def save(
         message = f"`{tool_id[:64]}` is not a tool of the project"
         raise refusal("UNKNOWN_TOOL", message, join("/tools", tool_id))
     text, document = read(path)
+    if "upstream" in (document["tools"].get(tool_id) or {}):
+        message = f"`{tool_id}` is bound to an upstream: edit `upstreams` in the file itself"
+        raise refusal("BINDING_UPSTREAM_READ_ONLY", message, join("/tools", tool_id, "upstream"))
     entry = edited_entry(
         document["tools"].get(tool_id), endpoint.strip(), (secret_ref or "").strip()
     )

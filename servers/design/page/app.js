@@ -331,6 +331,14 @@ import { cardBody, diagnostics, holding, human, make, options, rendered, scenari
   function bindingRow(row) {
     const form = make("form", "binding-row", null, { "data-binding-tool": row.id, novalidate: "" });
     form.append(make("strong", "binding-id", row.id));
+    if (row.upstream) { // bound to an upstream MCP server: edited in the file, shown read only
+      const status = make("span", `status pill ${row.status === "configured" ? "good" : ""}`, row.status);
+      form.append(make("span", "upstream", `upstream ${row.upstream}`), status);
+      const list = make("ul", "diagnostics");
+      diagnostics(list, row.diagnostics);
+      form.append(list);
+      return form;
+    }
     const endpoint = make("input", "endpoint", null, { "aria-label": `Endpoint of ${row.id}`, spellcheck: "false" });
     endpoint.value = row.endpoint || "";
     const secret = make("input", "secret-ref", null, { "aria-label": `Secret reference of ${row.id}`, spellcheck: "false" });

@@ -135,6 +135,7 @@ function connection(report) {
   head.append(state);
   if (report.environment) head.append(make("span", "muted", ` ${report.environment}, revision ${report.revision}`));
   box.append(head);
+  if (report.upstream) box.append(line("Upstream", [report.upstream, report.url || report.command].filter(Boolean)));
   if (report.endpoint) box.append(line("Endpoint", [report.endpoint]));
   if (report.secretRef) box.append(line("Secret", [report.secretRef]));
   const note = report.state === "unknown"

@@ -203,9 +203,12 @@ def test_an_upstream_that_cannot_be_reached_exits_2(project: Path) -> None:
     assert project.read_text() == before
 
 
-@pytest.mark.skipif(TIME_SERVER is None, reason="mcp-server-time is in the dev extra")
 def test_mcp_server_time_over_stdio(project: Path) -> None:
-    assert TIME_SERVER is not None
+    if TIME_SERVER is None:  # a real component: missing fails the run under CI
+        message = "mcp-server-time is missing: it is in the dev extra (make .venv/.installed)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     code, doc, err = run_import(project, "--server", "time", "--", TIME_SERVER)
     assert code == 1, err  # convert_time's result uses $defs/$ref: refused
     assert doc["server"]["name"] == "mcp-time"

@@ -7,9 +7,7 @@ appears in any message. A recording environment checks that only named secrets a
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,6 @@ import blake3
 import pytest
 
 from policy.diagnostic import Diagnostic, Location, render
-from policy.ir import Upstream
 from servers.config import files as config_files
 from servers.config.files import (
     CODES,
@@ -31,11 +28,13 @@ from servers.config.files import (
     load_bindings,
     load_credentials,
 )
+from tests.servers.config.test_upstream_bindings import UPSTREAM_REFUSALS
+from tests.support.config_support import KEYCHAIN_TOKEN, FakeKeyring, RecordingEnv
 from tests.support.paths import ROOT
 
 APP_TOKEN = "app-token-7f3a9c1e5b"
 OPS_TOKEN = "ops-token-2d8e6b0a4c"
-KEYCHAIN_TOKEN = "keychain-token-91b7e3"
+
 TOOL_TOKEN = "tool-token-c4a1f8e2d0"
 SEARCH_TOKEN = "search-token-6e0d2b9f"
 TRACE_SECRET = "trace-secret-58ac37e1"
@@ -63,40 +62,6 @@ ENV = {
     "HOME": "/root",
 }
 KEYCHAIN = {"app-keychain": KEYCHAIN_TOKEN, "context-tool-search": SEARCH_TOKEN}
-
-
-class RecordingEnv(Mapping[str, str]):
-    """An environment that remembers every key looked at, and whether it was listed."""
-
-    def __init__(self, data: Mapping[str, str]) -> None:
-        self._data = dict(data)
-        self.read: list[str] = []
-        self.listed = False
-
-    def __getitem__(self, key: str) -> str:
-        self.read.append(key)
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        self.listed = True
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        self.listed = True
-        return len(self._data)
-
-
-class FakeKeyring:
-    def __init__(self, entries: Mapping[str, str], fail: bool = False) -> None:
-        self.entries = dict(entries)
-        self.fail = fail
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, service: str, name: str) -> str | None:
-        self.calls.append((service, name))
-        if self.fail:
-            raise RuntimeError(f"backend locked {KEYCHAIN_TOKEN}")
-        return self.entries.get(name)
 
 
 def write(tmp_path: Path, doc: Any, name: str = "config.json") -> Path:
@@ -798,7 +763,8 @@ def test_problem_render() -> None:
 def test_every_code_has_a_case_and_a_doc() -> None:
     covered = {case[2] for case in (*CREDENTIAL_REFUSALS, *BINDING_REFUSALS)}
     covered |= {"FILE_UNREADABLE", "KEYCHAIN_UNAVAILABLE"}  # tested on their own above
-    covered |= {"UPSTREAM_UNAVAILABLE"}  # tested on its own below (needs a pinned tool)
+    # upstreams and the tools bound to them (test_upstream_bindings.py)
+    covered |= {case[2] for case in UPSTREAM_REFUSALS}
     covered |= {"APPROVAL_TOKEN_MISSING", "APPROVAL_TOKEN_NOT_DISTINCT"}
     # the approval server's (tests/servers/approval/test_approval_config.py)
     covered |= {"APPROVERS_EMPTY", "APPROVER_TOKEN_REF_INVALID", "APPROVER_TOKEN_NOT_DISTINCT"}
@@ -806,20 +772,3 @@ def test_every_code_has_a_case_and_a_doc() -> None:
     docs = (ROOT / "docs" / "runtime-config.md").read_text()
     assert all(f"`{code}`" in docs for code in CODES)
     assert sorted(SCOPES) == ["context.resolve", "metrics.read", "tools.execute", "traces.read"]
-
-
-def test_a_tool_pinned_to_an_upstream_is_refused_an_executor_binding(
-    tmp_path: Path, reference_ir: Any
-) -> None:
-    """Bindings ``upstreams`` do not exist yet: an upstream-pinned tool cannot be served through
-    an executor endpoint, and start says so at the binding instead of dispatching elsewhere."""
-    pin = Upstream(server="fs", tool="inspect", descriptor_digest="sha256:" + "ab" * 32)
-    tools = tuple(
-        dataclasses.replace(t, upstream=pin) if t.id == "inspect-context" else t
-        for t in reference_ir.tools
-    )
-    project = dataclasses.replace(reference_ir, tools=tools)
-    with pytest.raises(ConfigError) as excinfo:
-        load(tmp_path, bindings_doc(), project)
-    assert refusal(excinfo) == [("UPSTREAM_UNAVAILABLE", TOOL)]
-    assert "`fs`" in excinfo.value.diagnostics[0].message
