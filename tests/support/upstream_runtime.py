@@ -5,7 +5,6 @@ loader produces them, and that server run over Streamable HTTP on loopback."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import socket
 import subprocess
@@ -125,13 +124,19 @@ def http_upstream(server: str, state: Path) -> Iterator[HttpUpstream]:
 
 
 def prepared_with_upstreams(root: Path, states: dict[str, Path]) -> Prepared:
-    """A runtime prepared for a build of :func:`project` over ``states``' servers, with
-    :data:`BOUND` bound to stdio upstreams (their stderr in ``root/logs``)."""
+    """A runtime prepared (by the runtime's own loader, from a bindings file with
+    ``upstreams``) for a build of :func:`project` over ``states``' servers, with :data:`BOUND`
+    bound to stdio upstreams (their stderr in ``root/logs``)."""
     write_build(project(tuple(states)), root / "build")
-    no_endpoints = {"environment": "test", "revision": 1, "tools": {}}
-    (root / "bindings.json").write_text(json.dumps(no_endpoints))
+    upstreams = {
+        server: {"command": [sys.executable, str(SERVER), "stdio", str(state)]}
+        for server, state in states.items()
+    }
+    bound = {tool: {"upstream": tool.split("-", 1)[0], "timeoutMs": 5000} for tool in BOUND}
+    document = {"environment": "test", "revision": 1, "upstreams": upstreams, "tools": bound}
+    (root / "bindings.json").write_text(json.dumps(document))
     (root / "credentials.json").write_text(json.dumps(CREDENTIALS))
-    prepared = prepare(
+    return prepare(
         build_dir=root / "build",
         bindings_path=root / "bindings.json",
         credentials_path=root / "credentials.json",
@@ -139,14 +144,6 @@ def prepared_with_upstreams(root: Path, states: dict[str, Path]) -> Prepared:
         env=ENV,
         upstream_stderr=root / "logs",
     )
-    upstreams = {server: stdio_upstream(server, state) for server, state in states.items()}
-    bound = {tool: binding(*tool.split("-", 1)) for tool in BOUND}
-    bindings = dataclasses.replace(
-        prepared.bindings,
-        upstreams=MappingProxyType(upstreams),
-        tools=MappingProxyType({**prepared.bindings.tools, **bound}),
-    )
-    return dataclasses.replace(prepared, bindings=bindings)
 
 
 def two_upstreams(root: Path) -> tuple[dict[str, Path], Prepared]:

@@ -3,8 +3,7 @@ started at start and stopped at shutdown, their tools listed under one objective
 ``/v1/context/tools/execute`` with the intent durable first, a changed upstream refused and its
 descriptor digest recorded in ``DISCLOSED``.
 
-The bindings are built as values (``Bindings`` with ``upstreams``), as the bindings loader
-produces them."""
+The bindings file names the upstreams (``upstreams``) and is read by the runtime's loader."""
 
 from __future__ import annotations
 
