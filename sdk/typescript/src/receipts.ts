@@ -30,6 +30,7 @@ export interface ReceiptFields {
   readonly output?: JsonValue | undefined;
   readonly decision?: JsonObject | undefined;
   readonly executorError?: string | undefined;
+  readonly error?: JsonObject | undefined;
   readonly detail?: string | undefined;
 }
 
@@ -57,6 +58,11 @@ export class Receipt {
   declare readonly decision?: JsonObject;
   /** The executor's own error code when it said `ok: false` (never its message). */
   declare readonly executorError?: string;
+  /**
+   * An upstream MCP server's own error: `{code}` of its JSON-RPC error, or `{message}`, its
+   * `isError` text (in the answer that ran the call only).
+   */
+  declare readonly error?: JsonObject;
   /** The SDK's explanation of a receipt it made itself (no receipt came back). */
   declare readonly detail?: string;
 
@@ -70,6 +76,7 @@ export class Receipt {
     this.output = this.outputAvailable ? freezeJson(fields.output ?? null) : null;
     if (fields.decision !== undefined) this.decision = freezeJson(fields.decision) as JsonObject;
     if (fields.executorError !== undefined) this.executorError = fields.executorError;
+    if (fields.error !== undefined) this.error = freezeJson(fields.error) as JsonObject;
     if (fields.detail !== undefined) this.detail = fields.detail;
     Object.freeze(this);
   }
@@ -114,6 +121,7 @@ export function receiptFromWire(answer: unknown): Receipt {
     throw new TypeError(`${where}: \`status\` \`${status.slice(0, 32)}\` is not a receipt status`);
   }
   const decision = answer["decision"];
+  const error = answer["error"];
   const outputAvailable = answer["outputAvailable"] === true;
   return new Receipt({
     callId: requiredText(answer, "callId", where),
@@ -125,6 +133,7 @@ export function receiptFromWire(answer: unknown): Receipt {
     output: outputAvailable ? (answer["output"] ?? null) : null,
     decision: isJsonObject(decision) ? decision : undefined,
     executorError: optionalText(answer, "executorError", where),
+    error: isJsonObject(error) ? error : undefined,
   });
 }
 
