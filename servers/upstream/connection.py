@@ -160,6 +160,7 @@ class UpstreamConnection:
         upstream = self.upstream
         if isinstance(upstream, StdioUpstream):
             command, *args = upstream.command
+            log.info("upstream %s: starting %s", self.server, command)  # the program, resolved
             params = StdioServerParameters(
                 command=command, args=args, env=process_env(upstream), cwd=upstream.cwd
             )
