@@ -21,6 +21,7 @@ values, however deep, are checked without recursion.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -237,8 +238,11 @@ def compile_validator(schema: Mapping[str, Any]) -> Validator:
     Raises ``ValueError`` for what is not a schema of the subset at all (a node without one of
     the seven types, nesting deeper than 8 levels); other keywords are not looked at here.
     """
-    try:
-        key = canonical_cbor(schema)  # keeps `3` and `3.0` apart, as the contract digest does
+    key: tuple[bytes, str] | None
+    try:  # the canonical form keeps `3` and `3.0` apart, as the contract digest does; the
+        # text keeps the properties' order, which orders the errors (else the first of two
+        # schemas differing only in order would decide the errors' order of both)
+        key = (canonical_cbor(schema), json.dumps(schema, ensure_ascii=False))
     except (EncodingError, ValueError, TypeError):  # a lone surrogate (UnicodeEncodeError)...
         key = None  # compiled, not remembered
     found = _COMPILED.get(key) if key is not None else None
@@ -253,8 +257,8 @@ def compile_validator(schema: Mapping[str, Any]) -> Validator:
     return found
 
 
-_COMPILED: dict[bytes, Validator] = {}
-"""Validators by the canonical CBOR of their schema: a validator is immutable, so tools with one
-schema share it, and a project compiled again (a registry check, a promotion) does not generate
-its code again."""
+_COMPILED: dict[tuple[bytes, str], Validator] = {}
+"""Validators by the canonical CBOR of their schema and its text (the order of its properties):
+a validator is immutable, so tools with one schema share it, and a project compiled again (a
+registry check, a promotion) does not generate its code again."""
 _COMPILED_LIMIT = 512

@@ -248,3 +248,16 @@ def test_validator_api() -> None:
     assert error == SchemaError(pointer="", keyword="type", message=error.message)
     with pytest.raises(AttributeError):
         error.keyword = "x"  # type: ignore[misc]  # checking that the dataclass is frozen
+
+
+def test_the_errors_follow_each_schemas_property_order_whichever_was_compiled_first() -> None:
+    """Two schemas that differ only in the order of their properties share no validator: the
+    errors of each come in its own order (a shared cache once gave the second schema the first
+    one's order, so a decision's `errors` depended on what the process had compiled before)."""
+    bounds = {"a": {"type": "integer", "maximum": 1}, "b": {"type": "string", "maxLength": 1}}
+    first = {"type": "object", "properties": {"a": bounds["a"], "b": bounds["b"]}}
+    second = {"type": "object", "properties": {"b": bounds["b"], "a": bounds["a"]}}
+    value = {"a": 2, "b": "xx"}
+    assert [e.pointer for e in compile_validator(first).errors(value)] == ["/a", "/b"]
+    assert [e.pointer for e in compile_validator(second).errors(value)] == ["/b", "/a"]
+    assert [e.pointer for e in compile_validator(first).errors(value)] == ["/a", "/b"]
