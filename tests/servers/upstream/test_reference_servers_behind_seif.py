@@ -4,13 +4,19 @@ nobody here wrote, pinned in ``tests/node``) behind seif, as a user puts it ther
 tools, ``seif build``, bindings from ``seif bindings template`` with the server's command in
 ``upstreams``, then ``seif serve --mcp`` and ``seif approval-server`` as processes and the
 official MCP client: it sees exactly the two tools, a read returns the file, a write waits for
-an approver and then writes once, and its retry under the same call id writes nothing."""
+an approver and then writes once, and its retry under the same call id writes nothing; a call
+in flight when the server is killed is ``UNKNOWN``, and its retry is never sent to the server
+started again."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,10 +74,32 @@ def _project(root: Path, docs: Path) -> None:
     write_approvers(root)
 
 
+def _upstreams(runtime: subprocess.Popen[str]) -> list[int]:
+    """The process ids of the runtime's children: its stdio upstreams."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            if entry.name.isdigit():
+                stat = (entry / "stat").read_text()
+                if int(stat.rpartition(")")[2].split()[1]) == runtime.pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _writer(pipe: Path) -> int | None:
+    """A write end of ``pipe`` when a process reads it (held open, so that the reader waits
+    for data), else None."""
+    try:
+        return os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        assert exc.errno == errno.ENXIO, exc
+        return None
+
+
 @contextlib.contextmanager
-def _stack(root: Path) -> Iterator[tuple[str, str]]:
+def _stack(root: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
     """``seif serve --mcp`` on the files of :func:`_project` and ``seif approval-server`` in
-    front of it, as processes; their URLs."""
+    front of it, as processes; the runtime's process and both URLs."""
     serve = [
         *seif_command(), "serve", "--build", str(root / "build"),
         "--bindings", str(root / "bindings.json"), "--credentials", str(root / "credentials.json"),
@@ -88,10 +116,14 @@ def _stack(root: Path) -> Iterator[tuple[str, str]]:
             "--approvers", str(root / "approvers.json"), "--port", "0",
         ]  # fmt: skip
         procs.append(spawn(approval, {**ENV, **APPROVER_ENV}, root / "approval.err"))
-        yield url, listening(procs[-1], name="approval-server")
+        yield runtime, url, listening(procs[-1], name="approval-server")
     finally:
+        started = _upstreams(runtime)
         for proc in reversed(procs):
             stop(proc)
+        for pid in started:  # none outlives the test, a stuck one included
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 async def _approve(http: aiohttp.ClientSession, approval: str, call_id: str) -> dict[str, Any]:
@@ -149,5 +181,47 @@ def test_the_filesystem_server_behind_seif_reads_and_writes_once_when_approved(
             async with http.get(f"{approval}/v1/pending", headers=ANA) as r:
                 assert (await r.json())["pending"] == []
 
-    with _stack(tmp_path) as (url, approval):
+    with _stack(tmp_path) as (_, url, approval):
         run_async(scenario(url, approval))
+
+
+def test_a_filesystem_server_killed_mid_call_is_unknown_and_never_sent_again(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pipe = docs / "pipe"
+    os.mkfifo(pipe)  # reading it waits for a writer that never comes: the call stays in flight
+    _project(tmp_path, docs)
+
+    async def scenario(runtime: subprocess.Popen[str], url: str) -> None:
+        async with mcp_client(url, "edit", mode="auto") as client:
+            await client.list_tools()
+            arguments = {"path": str(pipe)}
+            waiting = asyncio.ensure_future(
+                client.call_tool("fs_read_text_file", arguments, meta=call_meta("r1"))
+            )
+            [first] = _upstreams(runtime)
+            for _ in range(200):
+                held = _writer(pipe)
+                if held is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert held is not None, "the call did not reach the filesystem server"
+            os.kill(first, signal.SIGKILL)
+            answered = await asyncio.wait_for(waiting, 30)
+            os.close(held)
+            lost = {"status": "UNKNOWN", "reason": "CONNECTION_LOST"}
+            assert receipt_of(answered) == {**lost, "duplicate": False}, dumped(answered)
+
+            for _ in range(200):  # restarted after its backoff
+                if [p for p in _upstreams(runtime) if p != first]:
+                    break
+                await asyncio.sleep(0.1)
+            again = await client.call_tool("fs_read_text_file", arguments, meta=call_meta("r1"))
+            assert receipt_of(again) == {**lost, "duplicate": True}
+            await asyncio.sleep(1.0)
+            assert _writer(pipe) is None, "the call was sent again"
+
+    with _stack(tmp_path) as (runtime, url, _):
+        run_async(scenario(runtime, url))
