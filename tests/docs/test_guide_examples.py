@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.guide_examples import examples, run_example, unmarked
+from tests.support.node_support import check_installed
 
 DEDICATED = {
     ("docs/runtime-walkthrough.md", "walkthrough"): "tests/docs/test_runtime_walkthrough.py",
@@ -35,5 +36,7 @@ def test_the_example_runs_as_written(key: tuple[str, str], tmp_path: Path) -> No
         if shutil.which(tool) is None:  # as the other walkthroughs: required in CI
             (pytest.fail if os.environ.get("CI") else pytest.skip)(f"the examples need {tool}")
     assert (Path(sys.prefix) / "bin" / "seif").exists(), "run from the project's venv"
+    if any("npx " in step.text for step in EXAMPLES[key]):
+        check_installed()  # npx finds the pinned packages of tests/node, without the network
     code, out, err = run_example(EXAMPLES[key], tmp_path)
     assert code == 0, f"{key}: exit {code}\n--- stdout\n{out[-4000:]}\n--- stderr\n{err[-4000:]}"

@@ -5,7 +5,9 @@ marked by an HTML comment on the line right above its fence (invisible on a rend
 
 - ``<!-- example: NAME -->``: a step of the page's example ``NAME``. The steps of one example
   run in page order, in one ``bash`` (``set -e -o pipefail``), in a fresh directory that links
-  the repository's ``.venv``, ``reference`` and ``examples``, with the project's ``.venv/bin``
+  the repository's ``.venv``, ``reference`` and ``examples``, and ``tests/node``'s
+  ``node_modules`` (so that ``npx`` runs the pinned MCP reference servers without the network,
+  as it runs a project's own packages), with the project's ``.venv/bin``
   first on ``PATH`` and ``TMPDIR`` in that directory; a Python step runs with that ``python``
   (its standard input is the block). The page's loopback ports (8787 the runtime, 8788 the
   approval server, 8790 the executor, 8801 a starter executor) are replaced by free ones, so
@@ -29,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.node_support import MODULES
 from tests.support.paths import ROOT
 
 GUIDES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
@@ -134,9 +137,9 @@ def stop_group(proc: subprocess.Popen[str]) -> None:
 
 def run_example(steps: list[Block], where: Path, timeout: float = 180) -> tuple[int, str, str]:
     """Run an example's steps in ``where``: (exit code, stdout, stderr); 124 on a timeout."""
-    for name in (".venv", "reference", "examples"):
-        target = Path(sys.prefix) if name == ".venv" else ROOT / name
-        (where / name).symlink_to(target, target_is_directory=True)
+    links = {".venv": Path(sys.prefix), "node_modules": MODULES}
+    for name in (".venv", "reference", "examples", "node_modules"):
+        (where / name).symlink_to(links.get(name, ROOT / name), target_is_directory=True)
     env = {
         k: v
         for k, v in os.environ.items()

@@ -604,8 +604,10 @@ def start_serve(
     )
 
 
-def listening(proc: subprocess.Popen[str], timeout: float = 30) -> str:
-    return _read_url(proc, "seif runtime listening on ", time.monotonic() + timeout)
+def listening(proc: subprocess.Popen[str], timeout: float = 30, name: str = "runtime") -> str:
+    """The URL of the ``seif NAME listening on URL`` line a seif server prints once it accepts
+    (``name``: ``runtime``, ``approval-server``)."""
+    return _read_url(proc, f"seif {name} listening on ", time.monotonic() + timeout)
 
 
 def stop(proc: subprocess.Popen[str], timeout: float = 10) -> int:
