@@ -224,7 +224,9 @@ class Validator:
         """Every failing keyword, in a deterministic order; ``()`` when ``value`` is valid.
 
         Order: the node's own keywords, then declared properties in schema order, then
-        additional properties in sorted key order, then array items by index.
+        additional properties in sorted key order, then array items by index. A build's schemas
+        come in the canonical order of its encoding (shorter names first, then bytewise), so a
+        runtime's errors follow that order, whatever order the project file wrote.
         """
         return tuple(self._collect(value))  # () for a valid value, like the reference
 

@@ -38,9 +38,9 @@ def test_invalid_arguments_from_a_real_runtime_tell_what_to_fix(tmp_path: Path) 
     told = _told(receipt)
     assert (told["status"], told["reason"]) == ("DENIED", "ARGUMENTS_INVALID")
     assert "fix what `errors` names" in told["note"]
-    assert told["errors"] == [
-        {"pointer": "/query", "message": "201 characters is more than the maximum 200"},
+    assert told["errors"] == [  # the order of the build's schema: its canonical key order
         {"pointer": "/limit", "message": "the value is greater than the maximum `10`"},
+        {"pointer": "/query", "message": "201 characters is more than the maximum 200"},
         {"pointer": "/filters/level", "message": "value is not one of the `enum` values"},
         {"pointer": "/zz", "message": "property `zz` is not allowed"},
     ]
