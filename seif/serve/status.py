@@ -40,7 +40,7 @@ async def readiness(app: object, say: Say, every_s: float = EVERY_S) -> None:
 
 async def _check(runtime: Runtime, seen: dict[str, str], say: Say) -> dict[str, str]:
     """Each bound tool's state now, said when it changed."""
-    states: dict[str, str] = dict(await runtime.contexts.readiness())
+    states: dict[str, str] = dict((await runtime.contexts.readiness()).states)
     for tool_id, state in states.items():
         if seen.get(tool_id) != state:
             say(f"seif runtime: tool {tool_id} {state}")

@@ -91,9 +91,12 @@ async def health(_request: web.Request) -> web.Response:
 
 async def ready(request: web.Request) -> web.Response:
     contexts = request.app[RUNTIME].contexts
-    tools = await contexts.readiness()
+    found = await contexts.readiness()
+    tools = found.states
     ready = all(v == "READY" for v in tools.values())
     body: answers.Ready = {"ready": ready, "tools": tools}
+    if found.reasons:  # UPSTREAM_CHANGED, or what an unavailable backend's observation says
+        body["reasons"] = found.reasons
     blocked = blocking(contexts.ir, tools)
     if blocked:  # each required tool that blocks resolutions, named with its objectives
         body["blocking"] = blocked

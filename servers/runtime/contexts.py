@@ -25,7 +25,7 @@ from servers.executor.interface import Executors, Observation
 from servers.executor.observing import Observer
 from servers.runtime import events, redact
 from servers.runtime.metrics import Metrics
-from servers.runtime.readiness import required_tools
+from servers.runtime.readiness import Readiness, required_tools
 from servers.runtime.records import Recorder
 from servers.runtime.resolved import Resolved, ResolvedCache
 from servers.runtime.shadow import ResolveJob
@@ -95,26 +95,28 @@ class Contexts:
         """The tool's availability now; concurrent refreshes of one tool share one request."""
         return await self._observer.observe(tool_id)
 
-    async def readiness(self) -> dict[str, ToolState]:
+    async def readiness(self) -> Readiness:
         """Each bound tool's state: ``READY`` when its executor describes exactly the declared
         contract, ``INCOMPATIBLE`` when it describes another, ``UNAVAILABLE`` otherwise; and
         ``UNBOUND`` for each tool an objective requires (:mod:`servers.runtime.readiness`) that
-        the bindings do not bind."""
+        the bindings do not bind; with the reason each observation not ``READY`` gives."""
         states: dict[str, ToolState] = {}
+        reasons: dict[str, str] = {}
         required = required_tools(self.ir)
         for tool in self.ir.tools:
             if self._executors.get(tool.id) is None:
                 if tool.id in required:
                     states[tool.id] = "UNBOUND"
-            else:
-                seen = await self.observe(tool.id)
-                exact = (seen.get("state"), seen.get("version"), seen.get("contractDigest"))
-                if exact == ("READY", tool.version, tool.contract_digest):
-                    states[tool.id] = "READY"
-                else:
-                    ready = seen.get("state") == "READY"
-                    states[tool.id] = "INCOMPATIBLE" if ready else "UNAVAILABLE"
-        return states
+                continue
+            seen = await self.observe(tool.id)
+            exact = (seen.get("state"), seen.get("version"), seen.get("contractDigest"))
+            if exact == ("READY", tool.version, tool.contract_digest):
+                states[tool.id] = "READY"
+                continue
+            states[tool.id] = "INCOMPATIBLE" if seen.get("state") == "READY" else "UNAVAILABLE"
+            if isinstance(detail := seen.get("detail"), str):
+                reasons[tool.id] = detail
+        return Readiness(states, reasons)
 
     # ------------------------------------------------------------------ resolve
 

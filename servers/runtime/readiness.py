@@ -10,9 +10,20 @@ a ``when`` condition counts too: it blocks the resolutions where its condition h
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from policy.ir import Project
 from servers.wire.answers import RequiredTool, ToolState
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Each bound (or required) tool's state, and the reason of each not ``READY`` whose
+    observation names one (``UPSTREAM_CHANGED``: an upstream tool whose pin no longer matches;
+    an executor's or an upstream's short code for ``UNAVAILABLE``)."""
+
+    states: dict[str, ToolState]
+    reasons: dict[str, str] = field(default_factory=dict)
 
 
 def required_tools(ir: Project) -> dict[str, list[str]]:

@@ -84,6 +84,9 @@ class Ready(TypedDict):
 
     ready: bool
     tools: dict[str, ToolState]
+    reasons: NotRequired[dict[str, str]]
+    """Why a tool is not ``READY``, when its observation says (``UPSTREAM_CHANGED``: an
+    upstream tool whose pin no longer matches)."""
     blocking: NotRequired[list[RequiredTool]]
     store: NotRequired[StoreState]
 

@@ -100,6 +100,7 @@ def test_two_upstreams_under_one_objective(tmp_path: Path) -> None:
             assert omitted["two-echo"] == "UPSTREAM_CHANGED"
             _, ready = await call(http, url, "GET", "/v1/ready")
             assert ready["tools"]["two-echo"] == "INCOMPATIBLE"
+            assert ready["reasons"]["two-echo"] == "UPSTREAM_CHANGED"
             _, trace = await call(http, url, "GET", f"/v1/traces/{later['contextRef']}")
             disclosed = [e for e in trace["events"] if e["event"] == "DISCLOSED"]
             listed = {t["name"]: t for t in tools(states["two"])}
