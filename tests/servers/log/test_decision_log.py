@@ -8,6 +8,7 @@ import io
 import os
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +259,8 @@ def test_reader_during_appends_sees_only_complete_records(path: Path) -> None:
     try:
         for i in range(total):
             log.append({"event": "INTENT", "callId": f"c{i}", "pad": padding[: i % 5000]})
+            if i % 600 == 599:  # let the reader read mid-way: a loaded machine may starve it
+                _wait_for_more(snapshots, len(snapshots))
     finally:
         done.set()
         thread.join()
@@ -628,3 +631,10 @@ def test_the_writer_writes_no_record_longer_than_a_tail_may_be(
     with pytest.raises(DamagedRecord, match="longer than any"):
         DecisionLog.open(path)
     assert path.read_bytes() == whole[:-10]
+
+
+def _wait_for_more(snapshots: list[int], seen: int, timeout_s: float = 5.0) -> None:
+    """Until the reader took another snapshot (or ``timeout_s`` passed)."""
+    deadline = time.monotonic() + timeout_s
+    while len(snapshots) == seen and time.monotonic() < deadline:
+        time.sleep(0.001)
