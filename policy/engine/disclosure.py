@@ -15,7 +15,15 @@ from policy import reasons as R
 from policy.cel.expression import evaluate
 from policy.engine.explanations import profile_pointer, rule_explanation
 from policy.explain import Explanation
-from policy.ir import ContextMessage, Fixture, Profile, Project, Tool, ToolRule
+from policy.ir import (
+    COORDINATE_FIELDS,
+    ContextMessage,
+    Fixture,
+    Profile,
+    Project,
+    Tool,
+    ToolRule,
+)
 from policy.json.value import FrozenMap
 
 Observations = Mapping[str, Fixture | Mapping[str, Any]]
@@ -139,10 +147,7 @@ def disclosure_context(objective: str, context: Mapping[str, Any] | None) -> Fro
     """The CEL ``context`` of a resolution: objective, consumer, environment, deployment."""
     given = context or {}
     return FrozenMap(
-        objective=objective,
-        consumer=str(given.get("consumer") or ""),
-        environment=str(given.get("environment") or ""),
-        deployment=str(given.get("deployment") or ""),
+        objective=objective, **{name: str(given.get(name) or "") for name in COORDINATE_FIELDS}
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from compiler.authoring.source import AuthoringError, Edit, ProjectSource, load_source, save
 from policy.diagnostic import Diagnostic
+from policy.ir import COORDINATE_FIELDS
 from policy.json.strict import JsonError, loads
 from seif.cli import tool_import
 from seif.cli.output import (
@@ -108,7 +109,7 @@ def _check_call(check: argparse.ArgumentParser) -> None:
 def add_context_options(parser: argparse.ArgumentParser) -> None:
     """``--consumer``, ``--environment``, ``--deployment`` and ``--fixtures``: the simulated
     context's coordinates and its tools' availability (check-call and eval)."""
-    for name in ("consumer", "environment", "deployment"):
+    for name in COORDINATE_FIELDS:
         parser.add_argument(
             f"--{name}", metavar=name[0].upper(), help=f"the context's {name} (context.{name})"
         )

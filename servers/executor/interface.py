@@ -4,7 +4,7 @@ An :class:`Executor` runs the calls of one bound tool: it says whether its backe
 tool's declared contract (:meth:`Executor.describe`) and runs one call, turning whatever
 happens into an :class:`Outcome` (:meth:`Executor.dispatch`). The runtime knows nothing else
 of a backend: which protocol it speaks is chosen per binding when the executors are opened
-(:func:`servers.executor.open_executors`). ``context-tool-executor.v1`` over HTTP
+(:func:`servers.upstream.open_executors`). ``context-tool-executor.v1`` over HTTP
 (:mod:`servers.executor.client`) is one implementation.
 
 Every implementation keeps these promises (the runtime's once-only dispatch relies on them):

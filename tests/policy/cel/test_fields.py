@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policy.cel.expression import check_expression, compile_expression, evaluate
-from policy.cel.fields import check_fields
+from policy.cel.fields import CONTEXT_SCHEMA, check_fields
+from policy.engine.disclosure import disclosure_context
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -244,3 +245,10 @@ def test_a_field_no_object_declares_is_refused(parameters: dict[str, Any]) -> No
         wrong = path + ".undeclared_zz"
         codes = {d.code for d in check_fields(f"has({wrong})", "call", parameters, "t")}
         assert "CEL_UNKNOWN_FIELD" in codes, wrong
+
+
+def test_the_context_fields_checked_are_those_the_engine_binds() -> None:
+    """`policy.cel` sits below the IR, so it names the context's fields itself: they must stay
+    exactly the fields of the engine's CEL `context`."""
+    bound = disclosure_context("o", {"consumer": "c", "environment": "e", "deployment": "d"})
+    assert set(CONTEXT_SCHEMA["properties"]) == set(bound) == set(CONTEXT_SCHEMA["required"])
