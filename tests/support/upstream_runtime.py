@@ -105,9 +105,10 @@ def pids(state: Path) -> list[int]:
 
 
 @contextlib.contextmanager
-def http_upstream(server: str, state: Path) -> Iterator[HttpUpstream]:
-    """The server over Streamable HTTP on loopback, as ``server``, for the span of the block."""
-    port = free_port()
+def http_upstream(server: str, state: Path, port: int | None = None) -> Iterator[HttpUpstream]:
+    """The server over Streamable HTTP on loopback (on ``port``, else a free one), as
+    ``server``, for the span of the block."""
+    port = free_port() if port is None else port
     command = [sys.executable, str(SERVER), "http", str(port), HTTP_TOKEN, str(state)]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -6,14 +6,15 @@ tools, ``seif build``, bindings from ``seif bindings template`` with the server'
 official MCP client: it sees exactly the two tools, a read returns the file, a write waits for
 an approver and then writes once, and its retry under the same call id writes nothing; a call
 in flight when the server is killed is ``UNKNOWN``, and its retry is never sent to the server
-started again."""
+started again. The everything server (``@modelcontextprotocol/server-everything``) the same way
+over Streamable HTTP: two of the tools imported of it listed, and a read runs there, its intent
+durable."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import errno
-import json
 import os
 import signal
 import subprocess
@@ -23,19 +24,11 @@ from typing import Any
 
 import aiohttp
 
-from tests.support.approval_harness import ANA, APPROVER_ENV, write_approvers
-from tests.support.cli import seif
-from tests.support.mcp_support import call_meta, dumped, mcp_client, receipt_of
-from tests.support.reference_servers import filesystem_command
-from tests.support.runtime_harness import (
-    CREDENTIALS,
-    ENV,
-    listening,
-    run_async,
-    seif_command,
-    spawn,
-    stop,
-)
+from tests.support.approval_harness import ANA
+from tests.support.behind_seif import approving, put_behind_seif, serving, upstream_processes
+from tests.support.mcp_support import CONTEXT_REF, call_meta, dumped, mcp_client, receipt_of
+from tests.support.reference_servers import everything_over_http, filesystem_command
+from tests.support.runtime_harness import BEARER, run_async
 
 PROJECT = {
     "format": "seif.context-project.v1",
@@ -46,44 +39,17 @@ PROJECT = {
 }
 IMPORTED = ("read_text_file", "write_file", "list_directory")
 INCLUDED = ("fs-read-text-file", "fs-write-file")
+EVERY_IMPORTED = ("echo", "get-sum", "get-env", "toggle-simulated-logging")
+EVERY_INCLUDED = ("every-echo", "every-get-sum")
 WRITTEN = "written through seif, once\n"
 
 
-def _ok(*args: str, cwd: Path) -> str:
-    done = seif(*args, cwd=cwd)
-    assert done.returncode == 0, f"seif {args[:2]}: {done.returncode}\n{done.stdout}{done.stderr}"
-    return done.stdout
-
-
-def _project(root: Path, docs: Path) -> None:
+def _fs_project(root: Path, docs: Path) -> None:
     """Import three tools of the filesystem server on ``docs``, include two, build, and write
     the bindings from the template with the server's command."""
-    (root / "p.json").write_text(json.dumps(PROJECT))
-    selected = [a for name in IMPORTED for a in ("--tool", name)]
     command = filesystem_command(docs)
-    _ok("tool", "import", "--project", "p.json", "--server", "fs", *selected, "--", *command,
-        cwd=root)  # fmt: skip
-    for tool in INCLUDED:
-        _ok("tool", "include", "--project", "p.json", "--tool", tool, "--profile", "edit", cwd=root)
-    _ok("build", "--out", "build", "p.json", cwd=root)
-    bindings = json.loads(_ok("bindings", "template", "--build", "build", cwd=root))
-    assert bindings["upstreams"] == {"fs": {"command": ["/replace/with/the/fs/server/command"]}}
-    bindings["upstreams"]["fs"]["command"] = command
-    (root / "bindings.json").write_text(json.dumps(bindings))
-    (root / "credentials.json").write_text(json.dumps(CREDENTIALS))
-    write_approvers(root)
-
-
-def _upstreams(runtime: subprocess.Popen[str]) -> list[int]:
-    """The process ids of the runtime's children: its stdio upstreams."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, IndexError):
-            if entry.name.isdigit():
-                stat = (entry / "stat").read_text()
-                if int(stat.rpartition(")")[2].split()[1]) == runtime.pid:
-                    found.append(int(entry.name))
-    return found
+    put_behind_seif(root, PROJECT, server="fs", source=["--", *command], tools=IMPORTED,
+                    profile="edit", included=INCLUDED, upstream={"command": command})  # fmt: skip
 
 
 def _writer(pipe: Path) -> int | None:
@@ -98,32 +64,10 @@ def _writer(pipe: Path) -> int | None:
 
 @contextlib.contextmanager
 def _stack(root: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
-    """``seif serve --mcp`` on the files of :func:`_project` and ``seif approval-server`` in
-    front of it, as processes; the runtime's process and both URLs."""
-    serve = [
-        *seif_command(), "serve", "--build", str(root / "build"),
-        "--bindings", str(root / "bindings.json"), "--credentials", str(root / "credentials.json"),
-        "--data", str(root / "data"), "--host", "127.0.0.1", "--port", "0",
-        "--mcp", "--mcp-approval-wait", "60", "--upstream-stderr", str(root / "logs"),
-    ]  # fmt: skip
-    (root / "logs").mkdir()
-    runtime = spawn(serve, ENV, root / "serve.err")
-    procs = [runtime]
-    try:
-        url = listening(runtime)
-        approval = [
-            *seif_command(), "approval-server", "--runtime", url,
-            "--approvers", str(root / "approvers.json"), "--port", "0",
-        ]  # fmt: skip
-        procs.append(spawn(approval, {**ENV, **APPROVER_ENV}, root / "approval.err"))
-        yield runtime, url, listening(procs[-1], name="approval-server")
-    finally:
-        started = _upstreams(runtime)
-        for proc in reversed(procs):
-            stop(proc)
-        for pid in started:  # none outlives the test, a stuck one included
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    """``seif serve --mcp`` on the files of :func:`put_behind_seif` and ``seif approval-server``
+    in front of it, as processes; the runtime's process and both URLs."""
+    with serving(root) as (runtime, url), approving(root, url) as approval:
+        yield runtime, url, approval
 
 
 async def _approve(http: aiohttp.ClientSession, approval: str, call_id: str) -> dict[str, Any]:
@@ -150,7 +94,7 @@ def test_the_filesystem_server_behind_seif_reads_and_writes_once_when_approved(
     docs.mkdir()
     (docs / "a.txt").write_text("the first document\n")
     target = docs / "b.txt"
-    _project(tmp_path, docs)
+    _fs_project(tmp_path, docs)
 
     async def scenario(url: str, approval: str) -> None:
         async with (
@@ -192,7 +136,7 @@ def test_a_filesystem_server_killed_mid_call_is_unknown_and_never_sent_again(
     docs.mkdir()
     pipe = docs / "pipe"
     os.mkfifo(pipe)  # reading it waits for a writer that never comes: the call stays in flight
-    _project(tmp_path, docs)
+    _fs_project(tmp_path, docs)
 
     async def scenario(runtime: subprocess.Popen[str], url: str) -> None:
         async with mcp_client(url, "edit", mode="auto") as client:
@@ -201,7 +145,7 @@ def test_a_filesystem_server_killed_mid_call_is_unknown_and_never_sent_again(
             waiting = asyncio.ensure_future(
                 client.call_tool("fs_read_text_file", arguments, meta=call_meta("r1"))
             )
-            [first] = _upstreams(runtime)
+            [first] = upstream_processes(runtime)
             for _ in range(200):
                 held = _writer(pipe)
                 if held is not None:
@@ -215,7 +159,7 @@ def test_a_filesystem_server_killed_mid_call_is_unknown_and_never_sent_again(
             assert receipt_of(answered) == {**lost, "duplicate": False}, dumped(answered)
 
             for _ in range(200):  # restarted after its backoff
-                if [p for p in _upstreams(runtime) if p != first]:
+                if [p for p in upstream_processes(runtime) if p != first]:
                     break
                 await asyncio.sleep(0.1)
             again = await client.call_tool("fs_read_text_file", arguments, meta=call_meta("r1"))
@@ -225,3 +169,46 @@ def test_a_filesystem_server_killed_mid_call_is_unknown_and_never_sent_again(
 
     with _stack(tmp_path) as (runtime, url, _):
         run_async(scenario(runtime, url))
+
+
+def test_the_everything_server_over_streamable_http_behind_seif(tmp_path: Path) -> None:
+    async def scenario(url: str) -> None:
+        async with (
+            mcp_client(url, "edit", mode="auto") as client,
+            aiohttp.ClientSession() as http,
+        ):
+            listed = await client.list_tools()
+            assert {t.name for t in listed.tools} == {"every_echo", "every_get-sum"}
+
+            echoed = await client.call_tool(
+                "every_echo", {"message": "through seif"}, meta=call_meta("e1")
+            )
+            assert echoed.is_error is False, dumped(echoed)
+            said = [{"type": "text", "text": "Echo: through seif"}]  # the server's own answer
+            assert echoed.structured_content == {"content": said}
+            summed = await client.call_tool("every_get-sum", {"a": 2, "b": 3.5})
+            assert summed.is_error is False, dumped(summed)
+            sum_said = [{"type": "text", "text": "The sum of 2 and 3.5 is 5.5."}]
+            assert summed.structured_content == {"content": sum_said}
+
+            ref = (listed.meta or {})[CONTEXT_REF]
+            async with http.get(f"{url}/v1/traces/{ref}", headers=BEARER) as r:
+                assert r.status == 200, await r.text()
+                events = (await r.json())["events"]
+            called = [e for e in events if e.get("callId") == "e1"]
+            assert [(e["event"], e["tool"]) for e in called] == [
+                ("INTENT", "every-echo"),
+                ("RESULT", "every-echo"),
+            ]
+            assert called[1]["status"] == "SUCCEEDED"
+            again = await client.call_tool(
+                "every_echo", {"message": "through seif"}, meta=call_meta("e1")
+            )  # answered from the stored intent
+            assert receipt_of(again) == {"status": "SUCCEEDED", "reason": None, "duplicate": True}
+
+    with everything_over_http() as upstream:
+        put_behind_seif(tmp_path, PROJECT, server="every", source=["--url", upstream],
+                        tools=EVERY_IMPORTED, profile="edit", included=EVERY_INCLUDED,
+                        upstream={"url": upstream})  # fmt: skip
+        with serving(tmp_path) as (_, url):
+            run_async(scenario(url))
