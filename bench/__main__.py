@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "replicas": "bench.replicas",
     "chain": "bench.chain",
     "shadow": "bench.shadow",
+    "upstream": "bench.upstream",
 }
 """Benchmark name to the module that runs it."""
 

@@ -10,7 +10,9 @@ An :class:`UpstreamConnection` connects through the official ``mcp`` SDK's clien
   ``/dev/null``, or to ``DIR/<server>.stderr`` (mode 0600, appended) under
   ``seif serve --upstream-stderr DIR``: it may echo arguments.
 - Streamable HTTP: the binding's TLS context, its bearer token, no proxy or other variable of
-  the environment, redirects never followed.
+  the environment, redirects never followed. The SDK keeps the session (handshake, listing,
+  notifications); a ``tools/call`` is sent in that session on seif's own HTTP/1.1 client
+  (:mod:`.calls`: kept-alive connections, strict JSON).
 
 The supervisor reconnects whenever the connection ends (the process exited, its pipes closed,
 an HTTP upstream stopped answering a listing) after a backoff of 1 s doubling to 30 s (back to
@@ -34,6 +36,8 @@ from typing import Any, TextIO
 
 from compiler.authoring.upstream import descriptor_digest
 from servers.config.upstreams import HttpUpstream, StdioUpstream, Upstream
+from servers.executor.http1 import Http1Client
+from servers.upstream.calls import CallFailed, HttpSession, call_tool
 from servers.upstream.listing import read_tools
 
 FIRST_BACKOFF_S = 1.0
@@ -62,11 +66,17 @@ class UpstreamConnection:
         *,
         stderr_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        native_calls: bool = True,
     ) -> None:
+        """``native_calls=False``: an HTTP upstream's calls go through the SDK's client too
+        (the comparison :mod:`tests.servers.upstream.test_upstream_calls` keeps)."""
         self.upstream = upstream
         self._stderr_dir = stderr_dir
+        self._native_calls = native_calls
         self._clock = clock
         self._client: Any = None
+        self._session: HttpSession | None = None
+        """An HTTP upstream's session while connected: where its calls go."""
         self._ended: asyncio.Event | None = None
         self._digests: Digests | None = None
         self._listed_at: float | None = None
@@ -137,8 +147,9 @@ class UpstreamConnection:
         import mcp  # noqa: PLC0415  # the `server` extra, as for `seif tool import`
 
         ended = asyncio.Event()
+        answered: dict[str, str] = {}
         async with contextlib.AsyncExitStack() as stack:
-            transport = self._transport(stack)
+            transport = self._transport(stack, answered)
             client = mcp.Client(
                 _watched(transport, ended),
                 mode="legacy",
@@ -147,13 +158,19 @@ class UpstreamConnection:
                 message_handler=self._on_message,
             )
             await stack.enter_async_context(client)
+            if isinstance(self.upstream, HttpUpstream) and self._native_calls:
+                http = Http1Client()
+                stack.push_async_callback(http.close)
+                self._session = HttpSession(
+                    self.upstream, http, client.protocol_version, answered.get("session")
+                )
             self._client, self._ended = client, ended
             self.connections += 1
             log.info("upstream %s: connected", self.server)
             await self._refresh()
             await ended.wait()
 
-    def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+    def _transport(self, stack: contextlib.AsyncExitStack, answered: dict[str, str]) -> Any:
         from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: PLC0415
         from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
@@ -165,7 +182,7 @@ class UpstreamConnection:
                 command=command, args=args, env=process_env(upstream), cwd=upstream.cwd
             )
             return stdio_client(params, errlog=stack.enter_context(self._errlog()))
-        return streamable_http_client(upstream.url, http_client=http_client(upstream))
+        return streamable_http_client(upstream.url, http_client=http_client(upstream, answered))
 
     def _errlog(self) -> TextIO:
         if self._stderr_dir is None:
@@ -177,7 +194,7 @@ class UpstreamConnection:
 
     def _set_down(self) -> None:
         was_up = self._client is not None
-        self._client, self._ended = None, None
+        self._client, self._ended, self._session = None, None, None
         self._digests, self._listed_at = None, None
         if was_up:
             self._tell()
@@ -233,7 +250,10 @@ class UpstreamConnection:
         return digests
 
     async def _on_message(self, message: Any) -> None:
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
+        self._notified(getattr(message, "method", None))
+
+    def _notified(self, method: Any) -> None:
+        if method == "notifications/tools/list_changed":
             task = asyncio.ensure_future(self._refresh())
             self._spawned.add(task)
             task.add_done_callback(self._spawned.discard)
@@ -248,28 +268,48 @@ class UpstreamConnection:
     # ------------------------------------------------------------------ calls
 
     async def call(
-        self, name: str, arguments: Any, meta: Mapping[str, str], timeout_s: float
+        self,
+        name: str,
+        arguments: Any,
+        meta: Mapping[str, str],
+        *,
+        timeout_s: float,
+        max_bytes: int,
     ) -> dict[str, Any]:
         """One ``tools/call``, never retried: the result object as sent. Raises
-        :class:`NotConnected` when it is down (nothing sent), else what the SDK raises
-        (``MCPError``: an error answer, a timeout, a closed connection; a pydantic
-        ``ValidationError``: a result that is not one)."""
-        import mcp_types as mt  # noqa: PLC0415
-        from pydantic import TypeAdapter  # noqa: PLC0415
-
-        client = self._client
+        :class:`NotConnected` when it is down (nothing sent); for an HTTP upstream
+        :class:`~servers.upstream.calls.CallFailed` (the outcome it is); for a stdio one what
+        the SDK raises (``MCPError``: an error answer, a timeout, a closed connection; a
+        pydantic ``ValidationError``: a result that is not one)."""
+        client, session = self._client, self._session
         if client is None:
             raise NotConnected
         params = {"name": name, "arguments": arguments, "_meta": dict(meta)}
+        if session is not None:
+            try:
+                return await call_tool(
+                    session,
+                    params,
+                    timeout_s=timeout_s,
+                    max_bytes=max_bytes,
+                    on_notification=self._notified,
+                )
+            except CallFailed as failed:
+                if failed.renew:
+                    self._broken()
+                raise
+        return await self._sdk_call(client, params, timeout_s)
+
+    async def _sdk_call(
+        self, client: Any, params: dict[str, Any], timeout_s: float
+    ) -> dict[str, Any]:
+        import mcp_types as mt  # noqa: PLC0415
+        from pydantic import TypeAdapter  # noqa: PLC0415
+
         request = mt.CallToolRequest(params=mt.CallToolRequestParams.model_validate(params))
-        try:
-            result: dict[str, Any] = await client.session.send_request(
-                request, TypeAdapter(dict[str, Any]), request_read_timeout_seconds=timeout_s
-            )
-        except Exception as error:
-            if isinstance(self.upstream, HttpUpstream) and _transport_failed(error):
-                self._broken()  # reconnect: a stdio upstream's end is seen by its pipes
-            raise
+        result: dict[str, Any] = await client.session.send_request(
+            request, TypeAdapter(dict[str, Any]), request_read_timeout_seconds=timeout_s
+        )
         return result
 
 
@@ -280,16 +320,31 @@ def process_env(upstream: StdioUpstream) -> dict[str, str]:
     return passed | dict(upstream.env)
 
 
-def http_client(upstream: HttpUpstream) -> Any:
+def http_client(upstream: HttpUpstream, answered: dict[str, str] | None = None) -> Any:
     """The HTTP client of a Streamable HTTP upstream: its bearer token and TLS context, no
-    redirect followed, nothing read from the environment (no proxy)."""
+    redirect followed, nothing read from the environment (no proxy). ``answered["session"]``
+    keeps the session id the upstream gave (its ``Mcp-Session-Id``)."""
     import httpx2  # noqa: PLC0415
 
     headers = {} if upstream.secret is None else {"Authorization": f"Bearer {upstream.secret}"}
     verify: Any = upstream.tls if upstream.tls is not None else True
     timeout = httpx2.Timeout(REQUEST_TIMEOUT_S, read=None)  # a call's bound is the SDK's
+    hooks: dict[str, list[Any]] = {}
+    if answered is not None:
+
+        async def keep_session(response: Any) -> None:
+            session = response.headers.get("mcp-session-id")
+            if session:
+                answered["session"] = session
+
+        hooks["response"] = [keep_session]
     return httpx2.AsyncClient(
-        headers=headers, verify=verify, timeout=timeout, follow_redirects=False, trust_env=False
+        headers=headers,
+        verify=verify,
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+        event_hooks=hooks,
     )
 
 
@@ -318,17 +373,6 @@ async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[Any]:
                 yield receiver, write
             finally:
                 group.cancel_scope.cancel()
-
-
-def _transport_failed(error: Exception) -> bool:
-    """Whether a call's failure says the connection is gone (not an answer, nor a timeout)."""
-    from mcp.shared.exceptions import MCPError  # noqa: PLC0415
-    from mcp_types import CONNECTION_CLOSED  # noqa: PLC0415
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    if isinstance(error, MCPError):
-        return error.code == CONNECTION_CLOSED
-    return not isinstance(error, ValidationError)
 
 
 def _kind(error: BaseException) -> str:

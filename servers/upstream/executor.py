@@ -41,6 +41,7 @@ from servers.executor.interface import (
     Outcome,
     unavailable,
 )
+from servers.upstream.calls import CallFailed
 from servers.upstream.connection import Digests, NotConnected, UpstreamConnection
 from servers.wire import reasons
 
@@ -155,12 +156,17 @@ class UpstreamExecutor:
         meta = {CALL_ID_META: call.call_id, IDEMPOTENCY_META: call.idempotency_key}
         timeout_s = self.binding.timeout_ms / 1000
         try:
-            async with asyncio.timeout(timeout_s + 1.0):  # the SDK's own bound is timeout_s
+            async with asyncio.timeout(timeout_s + 1.0):  # the client's own bound is timeout_s
                 result = await self.connection.call(
-                    tool.upstream.tool, thaw(call.arguments), meta, timeout_s
-                )
+                    tool.upstream.tool, thaw(call.arguments), meta,
+                    timeout_s=timeout_s, max_bytes=self.binding.max_bytes,
+                )  # fmt: skip
         except NotConnected:
             return Outcome(FAILED, reason=reasons.TOOL_UNAVAILABLE)
+        except CallFailed as failed:
+            outcome = failed.outcome
+            log.warning("upstream %s %s: %s", self.connection.server, self.tool, outcome.reason)
+            return outcome
         except Exception as error:  # the SDK's, whatever their class: classified, not shown
             outcome = _error_outcome(error)
             log.warning("upstream %s %s: %s", self.connection.server, self.tool, outcome.reason)
