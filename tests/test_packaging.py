@@ -24,7 +24,7 @@ PROJECT = PYPROJECT["project"]
 REFERENCE = "reference/agent-tools/context-project.json"
 SERVER_DISTRIBUTIONS = {
     "httptools", "uvloop", "keyring", "mcp", "psycopg", "psycopg-pool", "cryptography",
-    "prometheus-client",
+    "prometheus-client", "joserfc",
 }  # fmt: skip
 BLOCKED = f"""
 import sys

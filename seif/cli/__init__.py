@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 SERVER_MODULES = frozenset(
     {"httptools", "uvloop", "keyring", "mcp", "mcp_types", "psycopg", "psycopg_pool",
-     "cryptography", "prometheus_client"}
+     "cryptography", "prometheus_client", "joserfc"}
 )  # fmt: skip
 """The modules of the ``server`` extra: the engine, the compiler, the SDK and the offline commands
 run without them."""

@@ -42,11 +42,13 @@ class BadRequestError(SeifRequestError):
 
 
 class AuthenticationError(SeifRequestError):
-    """401: no credential, or not a credential this runtime knows (``UNAUTHENTICATED``)."""
+    """401: no credential, or not a credential this runtime knows (``UNAUTHENTICATED``), or an
+    issuer's access token that failed a check (``TOKEN_INVALID``)."""
 
 
 class PermissionDeniedError(SeifRequestError):
-    """403: the credential lacks the route's scope (``FORBIDDEN``)."""
+    """403: the credential lacks the route's scope (``FORBIDDEN``; ``INSUFFICIENT_SCOPE`` for
+    an issuer's access token)."""
 
 
 class TurnRequiredError(SeifRequestError):

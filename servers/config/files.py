@@ -37,6 +37,7 @@ from servers.config.check import (
     utf8,
 )
 from servers.config.endpoints import DEFAULT_MAX_BYTES, ca_trust, endpoint_problems, limits
+from servers.config.issuers import Issuer, issuers
 from servers.config.tls import TrustStores
 from servers.config.upstreams import (
     Draft,
@@ -58,6 +59,7 @@ __all__ = [
     "ConfigError",
     "Credential",
     "Credentials",
+    "Issuer",
     "KeyringGet",
     "approval_token",
     "load_bindings",
@@ -87,6 +89,7 @@ CODES = frozenset(
     CA_FILE_UNREADABLE CA_FILE_INVALID CA_FILE_HTTP_REFUSED
     APPROVAL_TOKEN_MISSING APPROVAL_TOKEN_NOT_DISTINCT
     APPROVERS_EMPTY APPROVER_TOKEN_REF_INVALID APPROVER_TOKEN_NOT_DISTINCT
+    ISSUER_INVALID
     """.split()  # noqa: SIM905  # one word per code reads as a table
 )
 """Every code a configuration diagnostic can carry; docs/runtime-config.md says what each means."""
@@ -100,12 +103,15 @@ class Credential:
 
 
 class Credentials:
-    """The application credentials; a presented token is compared with every one of them."""
+    """The application credentials; a presented token is compared with every one of them.
+    ``issuers``: the identity providers whose access tokens are accepted too
+    (``servers.identity`` validates those)."""
 
-    __slots__ = ("_digests", "_items", "_key")
+    __slots__ = ("_digests", "_items", "_key", "issuers")
 
-    def __init__(self, credentials: Iterable[Credential]) -> None:
+    def __init__(self, credentials: Iterable[Credential], issuers: Iterable[Issuer] = ()) -> None:
         self._items = tuple(credentials)
+        self.issuers = tuple(issuers)
         self._key = os.urandom(32)
         self._digests = tuple(self._mac(c.token) for c in self._items)
 
@@ -131,7 +137,8 @@ class Credentials:
         return iter(self._items)
 
     def __repr__(self) -> str:
-        return f"Credentials(ids={[c.id for c in self._items]!r})"
+        issuers = [i.id for i in self.issuers]
+        return f"Credentials(ids={[c.id for c in self._items]!r}, issuers={issuers!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +169,22 @@ class Bindings:
 def load_credentials(
     path: str | Path, env: Mapping[str, str], *, keyring_get: KeyringGet = keyring.get_password
 ) -> Credentials:
-    """The application credentials of ``path``; raises `ConfigError` with every problem."""
-    empty = ("CREDENTIALS_EMPTY", "no entry")
-    return load_entries(path, env, "credentials", empty, _credential, keyring_get=keyring_get)
+    """The application credentials of ``path`` (its static ``credentials``, its ``issuers``, or
+    both); raises `ConfigError` with every problem."""
+    check = Check(str(path), env, keyring_get)
+    root = check.object(check.document(path), "", (), ("credentials", "issuers"))
+    found: list[Credential] = []
+    if root is not None and "credentials" in root:
+        empty = ("CREDENTIALS_EMPTY", "no entry")
+        found = _entries(root["credentials"], "credentials", empty, _credential, check)
+    elif root is not None and "issuers" not in root:
+        check.error("MISSING_KEY", "", "missing key `credentials` (or `issuers`)")
+    trusted: tuple[Issuer, ...] = ()
+    if root is not None and "issuers" in root:
+        folder = Path(path).absolute().parent  # a relative `jwksFile` starts here
+        trusted = issuers(root["issuers"], check, folder, SCOPES, [c.id for c in found])
+    check.done()
+    return Credentials(found, trusted)
 
 
 EntryParser = Callable[[Any, str, "Check"], "Credential | None"]
@@ -183,15 +203,21 @@ def load_entries(
     distinct; an empty list is the problem ``empty`` (code, message)."""
     check = Check(str(path), env, keyring_get)
     root = check.object(check.document(path), "", (key,))
-    found: list[Credential] = []
-    if root is not None and key in root:
-        for i, item in enumerate(check.array(root[key], f"/{key}", *empty)):
-            new = parse(item, f"/{key}/{i}", check)
-            if new is not None:
-                _distinct(new, found, f"/{key}/{i}", check)
-                found.append(new)
+    found = _entries(root[key], key, empty, parse, check) if root and key in root else []
     check.done()
     return Credentials(found)
+
+
+def _entries(
+    value: Any, key: str, empty: tuple[str, str], parse: EntryParser, check: Check
+) -> list[Credential]:
+    found: list[Credential] = []
+    for i, item in enumerate(check.array(value, f"/{key}", *empty)):
+        new = parse(item, f"/{key}/{i}", check)
+        if new is not None:
+            _distinct(new, found, f"/{key}/{i}", check)
+            found.append(new)
+    return found
 
 
 def _distinct(new: Credential, found: Iterable[Credential], pointer: str, check: Check) -> None:

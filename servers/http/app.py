@@ -18,6 +18,7 @@ from servers.http import bodies
 from servers.http.bodies import json_response
 from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
+from servers.identity import Authenticated, Identities, TokenRefused
 from servers.runtime.held import HeldCalls
 from servers.runtime.metrics import Metrics
 from servers.runtime.readiness import blocking
@@ -48,16 +49,42 @@ MCP_REVISIONS: web.AppKey[tuple[str, ...]] = web.AppKey("mcp_revisions", tuple)
 """The MCP revisions served at ``/mcp/{objective}`` (``servers.mcp`` mounts them), if any."""
 APPROVAL: web.AppKey[Credentials] = web.AppKey("approval", Credentials)
 """The runner approval credential alone, compared as application tokens are."""
+IDENTITIES: web.AppKey[Identities] = web.AppKey("identities", Identities)
+"""The credentials file's static credentials and issuers (``servers.identity``)."""
+AUTHENTICATED: web.RequestKey[Authenticated] = web.RequestKey("authenticated", Authenticated)
+"""Who an authenticated request is: its scopes and its principal."""
+CHALLENGE_HEADER = "WWW-Authenticate"
+CHALLENGE = {CHALLENGE_HEADER: 'Bearer realm="seif"'}
+INVALID_TOKEN = {CHALLENGE_HEADER: 'Bearer error="invalid_token"'}
 
 
-def bearer_credential(request: web.Request, scope: str | None) -> Credential:
+async def bearer(request: web.Request, *scopes: str) -> Authenticated:
+    """Who the request's bearer token is, holding every one of ``scopes``: the one place the
+    runtime's routes and the MCP mount authenticate and check scopes. 401 ``UNAUTHENTICATED``
+    (no token, or none this runtime knows) and ``TOKEN_INVALID`` (an issuer's token failing a
+    check), each with ``WWW-Authenticate``; 403 ``FORBIDDEN`` for a static credential without
+    a scope, ``INSUFFICIENT_SCOPE`` for an issuer's token (naming the token scope values that
+    would grant it). The caller is kept on the request (:data:`AUTHENTICATED`)."""
     header = request.headers.get("Authorization", "")
     token = header[7:] if header.startswith("Bearer ") else None
-    found = request.app[PREPARED].credentials.authenticate(token)
+    try:
+        found = await request.app[IDENTITIES].authenticate(token)
+    except TokenRefused:  # logged with the failed check by `Identities`
+        raise Refused(ErrorCode.TOKEN_INVALID, headers=INVALID_TOKEN) from None
     if found is None:
-        raise Refused(ErrorCode.UNAUTHENTICATED)
-    if scope is not None and scope not in found.scopes:
-        raise Refused(ErrorCode.FORBIDDEN, f"the credential lacks the `{scope}` scope")
+        raise Refused(ErrorCode.UNAUTHENTICATED, headers=CHALLENGE)
+    missing = [s for s in scopes if s not in found.scopes]
+    if missing and found.granting is None:
+        raise Refused(ErrorCode.FORBIDDEN, f"the credential lacks the `{missing[0]}` scope")
+    if missing:
+        assert found.granting is not None
+        values = [v for s in missing for v in found.granting.get(s, ())]
+        challenge = 'Bearer error="insufficient_scope"'
+        if values:
+            challenge += f', scope="{" ".join(values)}"'
+        message = f"the token lacks the `{missing[0]}` scope"
+        raise Refused(ErrorCode.INSUFFICIENT_SCOPE, message, headers={CHALLENGE_HEADER: challenge})
+    request[AUTHENTICATED] = found
     return found
 
 
@@ -80,7 +107,7 @@ def _approver(request: web.Request) -> str:
     return approver[:128] if approver else "runtime-approval-token"
 
 
-def _live_turn(request: web.Request, credential: Credential, turn_id: str | None) -> str | None:
+def _live_turn(request: web.Request, credential: Authenticated, turn_id: str | None) -> str | None:
     return request.app[RUNTIME].turns.live(credential.id, turn_id)
 
 
@@ -108,7 +135,7 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def capabilities(request: web.Request) -> web.Response:
-    bearer_credential(request, None)
+    await bearer(request)
     revisions: tuple[str, ...] = request.app[MCP_REVISIONS]
     return json_response(capabilities_of(revisions))
 
@@ -119,19 +146,19 @@ async def openapi_doc(_request: web.Request) -> web.Response:
 
 
 async def start_turn(request: web.Request) -> web.Response:
-    credential = bearer_credential(request, "context.resolve")
+    credential = await bearer(request, "context.resolve")
     return json_response(request.app[RUNTIME].turns.start(credential.id))
 
 
 async def complete_turn(request: web.Request) -> web.Response:
-    credential = bearer_credential(request, "context.resolve")
+    credential = await bearer(request, "context.resolve")
     asked = decode(CompleteTurnRequest, await bodies.read_json(request))
     turns, turn_id = request.app[RUNTIME].turns, request.match_info["turnId"]
     return json_response(turns.complete(credential.id, turn_id, asked.outcome))
 
 
 async def resolve(request: web.Request) -> web.Response:
-    credential = bearer_credential(request, "context.resolve")
+    credential = await bearer(request, "context.resolve")
     asked = decode(ResolveRequest, await bodies.read_json(request))
     turn = _live_turn(request, credential, asked.turn_id)
     answer = await request.app[RUNTIME].contexts.resolve(asked, turn, credential.id)
@@ -139,7 +166,7 @@ async def resolve(request: web.Request) -> web.Response:
 
 
 async def execute(request: web.Request) -> web.Response:
-    credential = bearer_credential(request, "tools.execute")
+    credential = await bearer(request, "tools.execute")
     asked = decode(ExecuteRequest, await bodies.read_json(request))
     _live_turn(request, credential, asked.turn_id)
     return json_response(await request.app[RUNTIME].dispatcher.execute(asked, credential.id))
@@ -158,7 +185,7 @@ async def reject(request: web.Request) -> web.Response:
 
 
 async def approval_status(request: web.Request) -> web.Response:
-    credential = bearer_credential(request, "tools.execute")
+    credential = await bearer(request, "tools.execute")
     ref, call_id = request.match_info["contextRef"], request.match_info["callId"]
     for name, value in (("contextRef", ref), ("callId", call_id)):
         try:
@@ -186,7 +213,7 @@ async def pending(request: web.Request) -> web.Response:
 
 
 async def report(request: web.Request) -> web.Response:
-    credential = bearer_credential(request, "context.resolve")
+    credential = await bearer(request, "context.resolve")
     asked = decode(ReportRequest, await bodies.read_json(request))
     await request.app[RUNTIME].contexts.report(asked, credential.id)
     body: answers.Accepted = {"accepted": True}
@@ -200,7 +227,7 @@ async def traces(request: web.Request) -> web.Response:
     """The trace of one context. An application's credential (one that may resolve or
     execute) reads only the contexts it resolved, any other is 404 ``CONTEXT_UNKNOWN``; a
     credential holding ``traces.read`` alone (an operator's, a researcher's) reads any."""
-    credential = bearer_credential(request, "traces.read")
+    credential = await bearer(request, "traces.read")
     ref = request.match_info["contextRef"]
     try:
         head = b'{"contextRef":' + bodies.json_bytes(ref) + b',"events":['
@@ -223,13 +250,15 @@ async def traces(request: web.Request) -> web.Response:
 async def traces_head(request: web.Request) -> web.Response:
     """The last record of the decision log: ``{"seq", "digest"}`` (both null for an empty log),
     for an operator to anchor elsewhere (any credential holding ``traces.read``)."""
-    bearer_credential(request, "traces.read")
+    await bearer(request, "traces.read")
     head = await request.app[PREPARED].log.head_async()
     return json_response(head.to_json())
 
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     prepared = app[PREPARED]
+    app[IDENTITIES] = identities = Identities(prepared.credentials, prepared.clock)
+    await identities.start()  # each issuer's key set fetched once, bounded
     backend = prepared.backend  # opened, checked and reconciled by `prepare`
     executors = open_executors(
         prepared.bindings, prepared.build.project, stderr_dir=prepared.upstream_stderr
@@ -262,6 +291,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         upkeep.cancel()
         await asyncio.gather(upkeep, return_exceptions=True)
         await backend.aclose()
+        await identities.aclose()
 
 
 def _shadow_of(prepared: Prepared, metrics: Metrics) -> ShadowWorker | None:
@@ -281,7 +311,7 @@ def create_app(prepared: Prepared) -> web.Application:
         [Credential("runner-approval", frozenset(), token)] if token else []
     )
     app.cleanup_ctx.append(_resources)
-    handlers = HANDLERS | {"metrics": scrape(bearer_credential)}
+    handlers = HANDLERS | {"metrics": scrape(bearer)}
     for route in ROUTES:  # the route table of servers.wire, in its order; a GET takes HEAD
         add = {"GET": app.router.add_get, "POST": app.router.add_post}[route.method]
         add(route.path, handlers[route.handler])

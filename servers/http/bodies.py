@@ -44,7 +44,11 @@ def json_response(body: Any, status: int = HTTPStatus.OK) -> web.Response:
 def error_response(refused: Refused, status: int | None = None) -> web.Response:
     """The answer of a refusal: its body, with the status of its code in the error table
     (``status``: aiohttp's own, for a refusal of aiohttp's that the table has no entry for)."""
-    return json_response(refused.body(), status=refused.error.status if status is None else status)
+    answer = json_response(
+        refused.body(), status=refused.error.status if status is None else status
+    )
+    answer.headers.update(refused.headers)
+    return answer
 
 
 def closing_if_unread(request: web.BaseRequest, response: web.StreamResponse) -> web.StreamResponse:

@@ -17,7 +17,7 @@ from servers.runtime.metrics import CONTENT_TYPE, Metrics
 
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Authorize = Callable[[web.Request, str], object]
+Authorize = Callable[[web.Request, str], Awaitable[object]]
 
 
 @web.middleware
@@ -35,7 +35,7 @@ def scrape(authorize: Authorize) -> Handler:
     implied by another), then the registry in the Prometheus text format."""
 
     async def metrics(request: web.Request) -> web.Response:
-        authorize(request, "metrics.read")
+        await authorize(request, "metrics.read")
         body = request.app[METRICS].render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 

@@ -57,11 +57,17 @@ MAX_WRITE_TIMEOUT_S = 300.0
 LINGER_S = 2.0
 """The longest the rest of an unread body is read and discarded after its answer."""
 BACKLOG = 512
+MAX_FIELD_BYTES = 64 << 10
+"""The longest header field read: a bearer token past its own bound (16 KiB) is still read, so
+that the answer can be 401 ``TOKEN_INVALID`` (docs/identity.md)."""
 
 # the parser's faults, by class, from the most specific: what a client is told instead of the
 # parser's own message (which quotes the request)
 _PARSER_FAULTS: tuple[tuple[type[Exception], str], ...] = (
-    (http_exceptions.LineTooLong, "a request line or header is longer than 8190 bytes"),
+    (
+        http_exceptions.LineTooLong,
+        f"a request line is longer than 8190 bytes, or a header longer than {MAX_FIELD_BYTES}",
+    ),
     (http_exceptions.BadHttpMethod, "the request method is not an HTTP token"),
     (http_exceptions.InvalidURLError, "the request target is not a valid URL"),
     (http_exceptions.BadStatusLine, "the request line is not HTTP/1.x"),
@@ -339,6 +345,7 @@ class GuardedSite(web.BaseSite):
             keepalive_timeout=self._limits.header_timeout_s,
             lingering_time=min(LINGER_S, self._limits.header_timeout_s),
             access_log=None,
+            max_field_size=MAX_FIELD_BYTES,
         )
         # counted from now, not from connection_made: the connections of one accept burst
         # are all created before the first of them is connected

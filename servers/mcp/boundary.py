@@ -2,8 +2,9 @@
 
 - first, before the token: the ``Origin`` and, on a loopback runtime, the ``Host`` (DNS
   rebinding: 403 ``ORIGIN_REFUSED``, :mod:`servers.mcp.origins`);
-- the bearer token: 401 with ``WWW-Authenticate: Bearer``; 403 for a credential without both
-  ``context.resolve`` and ``tools.execute``;
+- the bearer token (``servers.http.app.bearer``, as every route of the runtime): 401 with
+  ``WWW-Authenticate: Bearer``; 403 for a credential without both ``context.resolve`` and
+  ``tools.execute``;
 - the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
   ``deployment``, each at most once: anything else is 400);
 - the credential's budget of MCP requests being answered, and MCP's share of the connections
@@ -32,7 +33,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from policy.json.strict import JsonError, dump_bytes, loads
 from servers.http import bodies
-from servers.http.app import bearer_credential
+from servers.http.app import bearer
 from servers.http.bodies import error_response
 from servers.mcp import bridge, fast, origins
 from servers.mcp.handlers import Asked
@@ -65,16 +66,9 @@ async def handle(request: web.Request) -> web.StreamResponse:
     if rebinding is not None:
         raise Refused(ErrorCode.ORIGIN_REFUSED, rebinding)
     try:
-        credential = bearer_credential(request, None)
-        missing = [s for s in SCOPES if s not in credential.scopes]
-        if missing:
-            lacking = f"the credential lacks the `{missing[0]}` scope"
-            raise Refused(ErrorCode.FORBIDDEN, lacking)
-    except Refused as exc:
-        response = error_response(exc)
-        if exc.error is ErrorCode.UNAUTHENTICATED:
-            response.headers["WWW-Authenticate"] = 'Bearer realm="seif"'
-        return response
+        credential = await bearer(request, *SCOPES)
+    except Refused as exc:  # 401 and 403 with their `WWW-Authenticate`
+        return error_response(exc)
     objective = request.match_info["objective"]
     if objective not in mounted.managers:
         raise Refused(ErrorCode.OBJECTIVE_NOT_MOUNTED)

@@ -13,6 +13,7 @@ code of a diagnostic (the compiler's or the configuration's vocabulary) under :a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum, unique
 from http import HTTPStatus
 from typing import Any, Final
@@ -46,7 +47,12 @@ class ErrorCode(Enum):
     HTTP_ERROR = S.BAD_REQUEST, "the request was refused by the HTTP layer"
     """Another refusal of aiohttp's own, answered with aiohttp's status."""
     UNAUTHENTICATED = S.UNAUTHORIZED, "a valid bearer token is required"
+    TOKEN_INVALID = S.UNAUTHORIZED, "the bearer token is not valid"
+    """An issuer's access token that failed a check (which one is logged, never answered)."""
     FORBIDDEN = S.FORBIDDEN, "the credential lacks a scope this route needs"
+    INSUFFICIENT_SCOPE = S.FORBIDDEN, "the token lacks a scope this route needs"
+    """An issuer's valid access token without the scope: ``WWW-Authenticate`` names the token
+    scope values that would grant it."""
     STORE_UNAVAILABLE = (
         S.SERVICE_UNAVAILABLE,
         "the store did not answer: retry (a call with the same `callId` runs once)",
@@ -102,14 +108,22 @@ class ErrorCode(Enum):
 class Refused(Exception):
     """A request refused: its :class:`ErrorCode`, a one-line message (the code's default when
     None) and any extra fields of the answer. ``code`` replaces the wire code of the entry
-    (the Design workstation's diagnostic codes, under :attr:`ErrorCode.REFUSED`)."""
+    (the Design workstation's diagnostic codes, under :attr:`ErrorCode.REFUSED`); ``headers``
+    are set on the answer (``WWW-Authenticate``)."""
 
     def __init__(
-        self, error: ErrorCode, message: str | None = None, *, code: str | None = None, **extra: Any
+        self,
+        error: ErrorCode,
+        message: str | None = None,
+        *,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
     ) -> None:
         self.error = error
         self.message = error.message if message is None else message
         self.code = error.code if code is None else code
+        self.headers: Mapping[str, str] = headers or {}
         self.extra = extra
         super().__init__(self.message)
 

@@ -34,8 +34,9 @@ class Auth(Enum):
     """Who may call a route."""
 
     NONE = ()
-    BEARER = (E.UNAUTHENTICATED,)
-    """An application's bearer token (any credential, or one with :attr:`Route.scope`)."""
+    BEARER = (E.UNAUTHENTICATED, E.TOKEN_INVALID)
+    """An application's bearer token (any credential, or one with :attr:`Route.scope`): a
+    static credential's, or an issuer's access token (docs/identity.md)."""
     APPROVAL = (E.UNAUTHENTICATED, E.BAD_REQUEST)
     """The runner approval credential in ``x-seif-tool-approval`` (and ``x-seif-approver``,
     which must be UTF-8 text)."""
@@ -75,7 +76,7 @@ class Route:
 
     def errors(self) -> tuple[E, ...]:
         """Every error code the route can answer, each once."""
-        scoped = (E.FORBIDDEN,) if self.scope is not None else ()
+        scoped = (E.FORBIDDEN, E.INSUFFICIENT_SCOPE) if self.scope is not None else ()
         read = BODY_ERRORS if self.body is not None else ()
         return tuple(dict.fromkeys((*read, *self.auth.errors, *scoped, *self.refuses)))
 

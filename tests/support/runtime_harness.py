@@ -423,13 +423,15 @@ async def running_stack(
     limits: Limits | None = None,
     mcp: Any = None,
     shadow: Mapping[str, Any] | None = None,
+    credentials: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Stack]:
     """An executor and a runtime (``prepare`` + ``create_app``) on loopback ports; with
-    ``mcp`` (``McpOptions``), MCP mounted too; ``shadow``: see :func:`prepare_config`."""
+    ``mcp`` (``McpOptions``), MCP mounted too; ``shadow``: see :func:`prepare_config`;
+    ``credentials``: the credentials file's document (default :data:`CREDENTIALS`)."""
     executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs=dict(executor_knobs or {}))
     async with serving(executor_app) as executor_url:
         document = {**bindings_document(executor_url, tool_overrides), **(bindings_extra or {})}
-        config = write_config(root, executor_url, bindings=document)
+        config = write_config(root, executor_url, bindings=document, credentials=credentials)
         async with runtime_stack(
             config,
             executor_url,

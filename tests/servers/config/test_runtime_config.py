@@ -768,6 +768,7 @@ def test_every_code_has_a_case_and_a_doc() -> None:
     covered |= {"APPROVAL_TOKEN_MISSING", "APPROVAL_TOKEN_NOT_DISTINCT"}
     # the approval server's (tests/servers/approval/test_approval_config.py)
     covered |= {"APPROVERS_EMPTY", "APPROVER_TOKEN_REF_INVALID", "APPROVER_TOKEN_NOT_DISTINCT"}
+    covered |= {"ISSUER_INVALID"}  # every case of tests/servers/config/test_issuers.py
     assert covered == CODES
     docs = (ROOT / "docs" / "runtime-config.md").read_text()
     assert all(f"`{code}`" in docs for code in CODES)
