@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compiler.authoring.edits import add_element, replace_element
@@ -156,7 +156,8 @@ class Import:
 @dataclass(frozen=True)
 class Options:
     """The command line: ``server`` the upstream's id, ``tools`` the upstream names selected
-    (empty: all), ``effects`` upstream name -> ``read``/``write``."""
+    (empty: all, or with ``update`` those already imported), ``effects`` upstream name ->
+    ``read``/``write``."""
 
     server: str
     prefix: str | None = None
@@ -171,10 +172,11 @@ def import_tools(
     """Splice a contract per selected tool of ``listing`` into ``source``; raises
     :class:`AuthoringError` for a command line that must change (:data:`USAGE_CODES`)."""
     prefix = options.prefix if options.prefix is not None else options.server
-    selected = _select(listing, options)
-    result = Import(server, Edit(source, source.text))
     tools = source.document.get("tools")
     existing: list[Any] = tools if isinstance(tools, list) else []
+    pinned = _pinned_names(existing, options.server)
+    selected = _select(listing, options, pinned)
+    result = Import(server, Edit(source, source.text))
     taken_ids: set[str] = set()
     for tool in selected:
         name = str(tool.get("name"))
@@ -185,11 +187,42 @@ def import_tools(
             continue
         taken_ids.add(item.declaration["id"])
         result.imported.append(item)
-    result.edit = _splice(source, result.imported)
+    edit = _splice(source, result.imported)
+    if options.update and not options.tools:
+        edit = replace(edit, notes=edit.notes + _update_notes(listing, pinned))
+    result.edit = edit
     return result
 
 
-def _select(listing: Sequence[Mapping[str, Any]], options: Options) -> list[Mapping[str, Any]]:
+def _pinned_names(existing: Sequence[Any], server: str) -> list[str]:
+    """The upstream tool names the project's contracts are pinned to on ``server``."""
+    names = []
+    for contract in existing:
+        pin = contract.get("upstream") if isinstance(contract, Mapping) else None
+        if isinstance(pin, Mapping) and pin.get("server") == server:
+            names.append(str(pin.get("tool")))
+    return names
+
+
+def _update_notes(listing: Sequence[Mapping[str, Any]], pinned: Sequence[str]) -> tuple[str, ...]:
+    """What an ``--update`` of every imported tool leaves alone: tools the upstream lists that
+    were never imported, and imported tools it no longer lists."""
+    listed = [str(t.get("name")) for t in listing]
+    new = [name for name in listed if name not in pinned]
+    gone = [name for name in pinned if name not in listed]
+    notes = []
+    if new:
+        notes.append(f"not imported, new upstream: {', '.join(new)} (import one with --tool NAME)")
+    if gone:
+        notes.append(f"no longer listed upstream: {', '.join(gone)} (its tool is UNAVAILABLE)")
+    return tuple(notes)
+
+
+def _select(
+    listing: Sequence[Mapping[str, Any]], options: Options, pinned: Sequence[str]
+) -> list[Mapping[str, Any]]:
+    """The upstream tools to import: those named with ``--tool``; without, on ``--update``,
+    those already imported (``pinned``), else all."""
     if not ID_PATTERN.fullmatch(options.server):
         raise refusal(
             "INVALID_ID", f"--server `{options.server}` is not an id: `^[a-z][a-z0-9-]{{0,63}}$`"
@@ -210,7 +243,12 @@ def _select(listing: Sequence[Mapping[str, Any]], options: Options) -> list[Mapp
     for name, effect in options.effects.items():
         if effect not in ("read", "write"):
             raise refusal("INVALID_VALUE", f"--effect {name}=`{effect}`: write `read` or `write`")
-    chosen = [by_name[n] for n in dict.fromkeys(options.tools)] if options.tools else list(listing)
+    if options.tools:
+        chosen = [by_name[n] for n in dict.fromkeys(options.tools)]
+    elif options.update:
+        chosen = [t for t in listing if str(t.get("name")) in pinned]
+    else:
+        chosen = list(listing)
     if len(chosen) > MAX_TOOLS:
         raise refusal(
             "CATALOGUE_TOO_MANY_TOOLS",

@@ -158,6 +158,21 @@ def test_update_shows_the_diff_and_bumps_the_patch(project: Path) -> None:
     assert declared(project)["notes-read-note"].version == "0.3.2"
 
 
+def test_update_without_tool_re_imports_only_what_was_imported(project: Path) -> None:
+    code, _, err = run_import(project, "--server", "notes", "--tool", "read_note", *stdio())
+    assert code == 0, err
+    changed = "Read one note by its path, as plain text."
+    done = seif(
+        "tool", "import", "--project", str(project), "--server", "notes", "--update",
+        *stdio("--note-description", changed),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"+description: {changed}" in done.stdout
+    assert "not imported, new upstream: find_notes, Write.Note, stat_note" in done.stdout
+    assert set(declared(project)) == {"notes-read-note"}
+    assert declared(project)["notes-read-note"].description == changed
+
+
 def test_effect_override_and_prefix(project: Path) -> None:
     code, doc, err = run_import(
         project, "--server", "notes", "--prefix", "kb", "--tool", "Write.Note",
