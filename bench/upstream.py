@@ -457,8 +457,10 @@ def make_project(work: Path, upstream: str, env: dict[str, str]) -> str:
     return str(tool["name"])
 
 
-def runtime_argv(work: Path, *, profiled: bool = False) -> list[str]:
+def runtime_argv(work: Path, *, profiled: bool = False, sdk_calls: bool = False) -> list[str]:
     serve = ["bench.runtime", "profiled-serve"] if profiled else ["seif.cli", "serve"]
+    if sdk_calls:
+        serve = ["bench.upstream", "sdk-serve"]
     return [
         sys.executable,
         "-m",
@@ -497,7 +499,11 @@ def _wait_ready(url: str, timeout: float = 30.0) -> None:
 
 
 def measure(
-    load: Load, targets: tuple[str, ...] = TARGETS, profile_to: Path | None = None
+    load: Load,
+    targets: tuple[str, ...] = TARGETS,
+    profile_to: Path | None = None,
+    *,
+    sdk_calls: bool = False,
 ) -> dict[str, Any]:
     """Start the upstream and ``seif serve --mcp``, run the load, read the store back."""
     server_cpus, other_cpus = _cpu_sets()
@@ -518,7 +524,7 @@ def measure(
             tool_name = make_project(work, upstream.url, env)
             runtime = Server(
                 "runtime",
-                runtime_argv(work, profiled=profile_to is not None),
+                runtime_argv(work, profiled=profile_to is not None, sdk_calls=sdk_calls),
                 env,
                 work / "runtime.log",
             )
@@ -709,9 +715,25 @@ def profile(mode: str, calls: int, top: int = 40) -> None:
         stats.strip_dirs().sort_stats("cumulative").print_stats(top)
 
 
+def sdk_serve_main(argv: list[str]) -> int:
+    """``python -m bench.upstream sdk-serve SERVE-ARGS...``: ``seif serve`` whose upstream
+    calls all go through the official SDK's client (as before :mod:`servers.upstream.calls`):
+    the comparison ``--sdk-calls`` measures."""
+    from seif.cli import main as seif_main
+    from servers.upstream import connection
+
+    defaults = connection.UpstreamConnection.__init__.__kwdefaults__
+    assert defaults is not None and "native_calls" in defaults
+    defaults["native_calls"] = False
+    code: int = seif_main(["serve", *argv])
+    return code
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "load":
         return load_main(argv[1:])
+    if argv and argv[0] == "sdk-serve":
+        return sdk_serve_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m bench.upstream",
         description="python -m bench upstream [--json] [--quick] runs the benchmark; this entry "
@@ -720,9 +742,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--profile", action="store_true", help="profile one seif target")
     parser.add_argument("--mode", choices=TARGETS[1:], default="mcp")
     parser.add_argument("--calls", type=int, default=3_000)
+    parser.add_argument(
+        "--sdk-calls",
+        action="store_true",
+        help="the whole benchmark with seif's upstream calls through the SDK's client instead "
+        "of its own HTTP/1.1 client (the comparison; --quick for a smoke run)",
+    )
+    parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.profile:
         profile(args.mode, args.calls)
+    elif args.sdk_calls:
+        load = QUICK if args.quick else FULL
+        out = report(load, measure(load, sdk_calls=True), quick=args.quick)
+        print("== upstream, seif's upstream calls through the SDK's client")
+        print("\n".join(f"   {line}" for line in out["notes"]))
     else:
         parser.print_help()
     return 0

@@ -112,6 +112,11 @@ def _target(args: argparse.Namespace) -> Any:
         if args.secret_ref or args.ca_file:
             raise _refusal("UPSTREAM_TARGET_INVALID", "--secret-ref and --ca-file go with --url")
         return Stdio(tuple(args.command))
+    from servers.config.endpoints import endpoint_problems  # noqa: PLC0415
+
+    problems = endpoint_problems(args.url, needs_secret=False)  # the bindings' rules for a url
+    if problems:  # plain http to another host would send the bearer token in clear
+        raise _refusal("UPSTREAM_TARGET_INVALID", f"--url: {problems[0][1]}")
     return Http(args.url, _bearer(args.secret_ref), _tls(args.ca_file))
 
 

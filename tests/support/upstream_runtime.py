@@ -41,10 +41,15 @@ def tool_id(server: str, name: str) -> str:
 def project(servers: tuple[str, ...] = ("up",)) -> Project:
     """One objective (``ops``) whose profile includes every tool of every server, each pinned to
     the server's listing as it starts."""
+    return compile_project(document(servers))
+
+
+def document(servers: tuple[str, ...] = ("up",)) -> dict[str, Any]:
+    """:func:`project`'s document, for a test to vary (a profile's rules) before compiling."""
     listing = tools(Path("/nonexistent"))
     contracts = [contract(server, tool) for server in servers for tool in listing]
     rules = [{"tool": c["id"], "participation": "include"} for c in contracts]
-    document = {
+    return {
         "format": "seif.context-project.v1",
         "id": "upstream-runtime",
         "version": "1.0.0",
@@ -60,7 +65,6 @@ def project(servers: tuple[str, ...] = ("up",)) -> Project:
         ],
         "tools": contracts,
     }
-    return compile_project(document)
 
 
 def contract(server: str, tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -124,18 +128,29 @@ def http_upstream(server: str, state: Path, port: int | None = None) -> Iterator
         proc.wait(timeout=10)
 
 
-def prepared_with_upstreams(root: Path, states: dict[str, Path]) -> Prepared:
+def prepared_with_upstreams(
+    root: Path,
+    states: dict[str, Path],
+    *,
+    served: Project | None = None,
+    shadow_dir: Path | None = None,
+) -> Prepared:
     """A runtime prepared (by the runtime's own loader, from a bindings file with
-    ``upstreams``) for a build of :func:`project` over ``states``' servers, with :data:`BOUND`
-    bound to stdio upstreams (their stderr in ``root/logs``)."""
-    write_build(project(tuple(states)), root / "build")
+    ``upstreams``) for a build of :func:`project` over ``states``' servers (or of ``served``),
+    with the tools of :data:`BOUND` those servers have bound to stdio upstreams (their stderr
+    in ``root/logs``), and the candidate build in ``shadow_dir`` in shadow (``--shadow``)."""
+    write_build(project(tuple(states)) if served is None else served, root / "build")
     upstreams = {
         server: {"command": [sys.executable, str(SERVER), "stdio", str(state)]}
         for server, state in states.items()
     }
-    bound = {tool: {"upstream": tool.split("-", 1)[0], "timeoutMs": 5000} for tool in BOUND}
-    document = {"environment": "test", "revision": 1, "upstreams": upstreams, "tools": bound}
-    (root / "bindings.json").write_text(json.dumps(document))
+    bound = {
+        tool: {"upstream": server, "timeoutMs": 5000}
+        for tool in BOUND
+        if (server := tool.split("-", 1)[0]) in states
+    }
+    written = {"environment": "test", "revision": 1, "upstreams": upstreams, "tools": bound}
+    (root / "bindings.json").write_text(json.dumps(written))
     (root / "credentials.json").write_text(json.dumps(CREDENTIALS))
     return prepare(
         build_dir=root / "build",
@@ -144,6 +159,7 @@ def prepared_with_upstreams(root: Path, states: dict[str, Path]) -> Prepared:
         data_dir=root / "data",
         env=ENV,
         upstream_stderr=root / "logs",
+        shadow_dir=shadow_dir,
     )
 
 

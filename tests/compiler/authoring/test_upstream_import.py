@@ -111,9 +111,16 @@ def test_clashes_are_refused_per_tool() -> None:
 
 
 def test_an_id_of_a_tool_not_imported_is_refused_even_with_update() -> None:
-    result = import_tools(source(), SERVER, [listed("read")], Options(server="fs", update=True))
+    options = Options(server="fs", tools=("read",), update=True)
+    result = import_tools(source(), SERVER, [listed("read")], options)
     assert [(r.code, r.pointer) for r in result.refused] == [("DUPLICATE_ID", "/tools/0")]
     assert "--prefix" in result.refused[0].message
+
+
+def test_update_without_tools_selects_only_the_tools_pinned_to_that_server() -> None:
+    result = import_tools(source(), SERVER, [listed("read")], Options(server="fs", update=True))
+    assert result.refused == [] and result.imported == []
+    assert any("not imported, new upstream: read" in note for note in result.edit.notes)
 
 
 @pytest.mark.parametrize("description", ["", "x" * 1025, None])

@@ -173,6 +173,30 @@ def test_update_without_tool_re_imports_only_what_was_imported(project: Path) ->
     assert declared(project)["notes-read-note"].description == changed
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--url", "http://tickets.example/mcp"), "plain `http://` is only for loopback hosts"),
+        (("--url", "https://user:pw@tickets.example/mcp"), "remove the user name and password"),
+        (("--url", "ftp://tickets.example/mcp"), "use `https://`"),
+        (("--url", "https://tickets.example/mcp", "--", "true"), "give the upstream as --url"),
+        (("--secret-ref", "env:CONTEXT_TOOL_X", "--", "true"), "go with --url"),
+        ((), "give the upstream as --url"),
+    ],
+    ids=["http-remote", "userinfo", "scheme", "both", "secret-without-url", "neither"],
+)
+def test_an_upstream_target_that_cannot_be_used_is_refused_before_connecting(
+    project: Path, args: tuple[str, ...], said: str
+) -> None:
+    before = project.read_text()
+    code, doc, _ = run_import(project, "--server", "tickets", *args)
+    assert code == 2
+    (problem,) = doc["diagnostics"]
+    assert problem["code"] == "UPSTREAM_TARGET_INVALID" and said in problem["message"]
+    assert "pw" not in problem["message"]
+    assert project.read_text() == before
+
+
 def test_effect_override_and_prefix(project: Path) -> None:
     code, doc, err = run_import(
         project, "--server", "notes", "--prefix", "kb", "--tool", "Write.Note",

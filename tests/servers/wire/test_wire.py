@@ -27,6 +27,8 @@ RESPONSES = frozenset({"Response", "StreamResponse", "json_response", "error_res
 CLIENTS = {
     SERVERS / "executor": "an HTTP client of the executor protocol: the classes of statuses"
     " (2xx, 3xx) it reads are its peer's, never an answer of seif's",
+    SERVERS / "upstream": "an HTTP client of upstream MCP servers (servers/upstream/calls.py):"
+    " the statuses it reads are its peer's, never an answer of seif's",
 }
 """Packages whose comparisons with a status are allowed, and why."""
 
