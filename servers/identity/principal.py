@@ -9,11 +9,15 @@ issuer's ``claims`` allowlist names (docs/identity.md).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["Authenticated", "ClaimValue", "Principal"]
+__all__ = ["Authenticated", "ClaimValue", "Principal", "subject_fingerprint"]
+
+FINGERPRINT_PREFIX = "hmac-sha256:"
 
 ClaimValue = str | int | float | bool | tuple[str, ...]
 """An allowlisted claim: a string, a number, a boolean or a list of strings."""
@@ -60,3 +64,11 @@ class Authenticated:
     def static(credential_id: str, scopes: frozenset[str]) -> Authenticated:
         """A static credential's: the principal of an application alone."""
         return Authenticated(credential_id, scopes, Principal(None, None, credential_id))
+
+
+def subject_fingerprint(key: bytes, issuer: str, subject: str) -> str:
+    """What records and approver ids keep of a subject: an HMAC-SHA256 under ``key`` (the
+    store's fingerprint key) of the issuer's id and the subject, so the subject is never on
+    disk in clear and the same subject of two issuers is two fingerprints."""
+    message = issuer.encode() + b"\x00" + subject.encode()
+    return FINGERPRINT_PREFIX + hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
