@@ -119,6 +119,8 @@ _CODES = {
     "FIELD_TYPE_UNKNOWN": "a `--field` type that is not string, integer, number, boolean or a "
     "list of one (`string[]`)",
     "ARGUMENTS_TWICE": "a new tool given both `--field` and `--schema`",
+    "CLAIMS_INVALID": "`seif tool check-call --claims` (or `seif eval --claims`) is not a JSON "
+    "object of at most 16 claims, each a string, a number, a boolean or a list of strings",
     "ARGUMENTS_NOT_JSON": "`seif tool check-call --arguments` (or `seif eval --arguments`) is "
     "not JSON",
     "SCENARIOS_TOO_MANY": "`seif tool protect`: an objective's rules compare the coordinates "

@@ -12,6 +12,7 @@ from typing import Any
 from policy.engine.decision import ALLOW, DENY, DUPLICATE, Decision, decide
 from policy.engine.disclosure import Disclosure, Omission, Tokens, disclose
 from policy.engine.identity import argument_identity
+from policy.engine.principal import principal_value, static_principal
 from policy.engine.state import Approval, Call, ContextState, fingerprint, millis
 from policy.engine.testing import TestReport, run_tests
 from policy.explain import Explanation
@@ -39,6 +40,8 @@ __all__ = [
     "disclose",
     "decide",
     "run_tests",
+    "principal_value",
+    "static_principal",
     "contract_digest",
     "Project",
     "Tool",

@@ -242,6 +242,28 @@ class Coordinates:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SimulatedPrincipal:
+    """The principal of a test's simulated context and calls (what conditions read as
+    ``principal``): each optional; an absent ``issuer``, ``subject`` or ``clientId`` reads as
+    null, absent ``claims`` as none. Each claim is a string, a number, a boolean or a list of
+    strings, as an issuer's allowlisted claims are (checked by the ``resolve`` pass)."""
+
+    issuer: str | None = field(default=None, metadata=key("issuer", ID))
+    subject: str | None = field(default=None, metadata=key("subject", Length(1, 512)))
+    client_id: str | None = field(default=None, metadata=key("clientId", Length(1, 512)))
+    claims: FrozenMap = field(default=EMPTY_MAP, metadata=key("claims", JsonObject()))
+
+    def to_json(self) -> dict[str, Any]:
+        """``{issuer, subject, clientId, claims}`` as the engine reads it."""
+        return {
+            "issuer": self.issuer,
+            "subject": self.subject,
+            "clientId": self.client_id,
+            "claims": self.claims,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProjectTest:
     id: str = field(metadata=key("id", ID))
     objective: str = field(metadata=key("objective", ID))
@@ -253,6 +275,9 @@ class ProjectTest:
     coordinates: Coordinates | None = field(default=None, metadata=key("coordinates"))
     """Absent (None) in every test written before tests had coordinates, so that their encoding,
     hence their build digest, is unchanged."""
+    principal: SimulatedPrincipal | None = field(default=None, metadata=key("principal"))
+    """Who the test's context is resolved and its calls made by; absent (None) in a test
+    written before tests had one, which runs with no principal known (every field null)."""
     expect: Expectation = field(default=Expectation(), metadata=key("expect"))
 
 
@@ -288,6 +313,10 @@ class Project:
     """tool id -> the explanation of an argument refusal (its ``/parameters``), built once."""
     candidate_tools: FrozenMap = _derived()
     """objective id -> the tools its profile includes (the ones a resolution observes)."""
+    disclosure_principal: FrozenMap = _derived()
+    """objective id -> the fields of ``principal`` its disclosure reads (the ``when`` of its
+    profile's included rules; ``*``: any): empty for most, whose disclosure no principal
+    changes."""
     approval_tools: frozenset[str] = _derived()
     """The tools a call of which may need an approval in some profile (``approval:
     "required"``, or a rule with a ``REQUIRE_APPROVAL`` condition): for any other tool the
@@ -354,6 +383,21 @@ class Project:
             for o in self.objectives
         }
         set_(self, "candidate_tools", FrozenMap(included))
+        reads = {
+            p.id: frozenset().union(
+                *(
+                    r.when_program.principal
+                    for r in p.tool_rules
+                    if r.participation == "include" and r.when_program is not None
+                )
+            )
+            for p in self.profiles
+        }
+        set_(
+            self,
+            "disclosure_principal",
+            FrozenMap((o.id, reads.get(o.profile, frozenset())) for o in self.objectives),
+        )
         set_(self, "tool_by_id", FrozenMap((t.id, t) for t in self.tools))
         set_(self, "tool_id_by_name", FrozenMap((t.name, t.id) for t in self.tools))
         set_(self, "profile_by_id", FrozenMap((p.id, p) for p in self.profiles))

@@ -24,6 +24,7 @@ from compiler.authoring.simulate import (
     condition_of,
     known_objective,
     observations,
+    principal_line,
     rule_when_line,
     rule_when_of,
 )
@@ -31,8 +32,10 @@ from compiler.authoring.source import ProjectSource, compiled, refusal
 from policy import reasons as R
 from policy.engine.decision import ALLOW, Decision
 from policy.engine.disclosure import Disclosure, disclose
+from policy.engine.principal import principal_value
 from policy.engine.testing import simulate_calls
 from policy.ir import Fixture, Project, Tool
+from policy.json.value import thaw
 from policy.schema.validator import compile_validator
 
 __all__ = ["FIXTURE_MODES", "check_call", "text_lines"]
@@ -55,19 +58,24 @@ def check_call(
     approved: bool = False,
     fixtures: str = "current",
     coordinates: Mapping[str, str] | None = None,
+    principal: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``{"allowed", "objective", "coordinates", "tool", "decision", "condition",
-    "availability", "arguments", "approval", "dispatched": false}``; ``AuthoringError`` for an
+    "availability", "arguments", "approval", "dispatched": false}`` (and ``principal``, when
+    one is given: who resolves and calls, as the rules read it); ``AuthoringError`` for an
     invalid project, an unknown objective, tool or fixtures mode."""
     ir, found, seen = _resolve(source, objective, tool, fixtures)
     at = {k: v for k, v in (coordinates or {}).items() if v}
-    d = disclose(ir, objective, seen, at)
-    decision = _decide(ir, d, tool, arguments, approved, at)
-    with_approval = decision if approved else _decide(ir, d, tool, arguments, True, at)
+    who = principal_value(principal)
+    d = disclose(ir, objective, seen, at, who)
+    decision = _decide(ir, d, tool, arguments, approved, at, who)
+    with_approval = decision if approved else _decide(ir, d, tool, arguments, True, at, who)
+    given = {} if principal is None else {"principal": thaw(who)}
     return {
         "allowed": decision.outcome == ALLOW,
         "objective": objective,
         "coordinates": at,
+        **given,
         "tool": found.id,
         "decision": decision.to_json(),
         "condition": condition_of(ir, source, decision),
@@ -106,9 +114,10 @@ def _decide(
     arguments: Any,
     approved: bool,
     coordinates: Mapping[str, str],
+    principal: Mapping[str, Any],
 ) -> Decision:
     calls = [_Call(tool, arguments, approved)]
-    return simulate_calls(ir, d, "check-call", calls, coordinates)[0]
+    return simulate_calls(ir, d, "check-call", calls, coordinates, principal)[0]
 
 
 def _omitted_reason(d: Disclosure, tool: Tool) -> str | None:
@@ -149,6 +158,7 @@ def text_lines(report: Mapping[str, Any], file: str = "") -> list[str]:
         f"{verdict}: {report['tool']} for objective {report['objective']}"
         f"{at_text(report['coordinates'])} (simulated; nothing was dispatched)"
     ]
+    out += principal_line(report.get("principal"))
     a = report["availability"]
     seen = "disclosed" if a["disclosed"] else f"not disclosed ({a['reason'] or a['resolution']})"
     out.append(f"  availability ({a['fixtures']} fixtures): {a['state']}, {seen}")

@@ -2,8 +2,10 @@
 with the explanation, by the engine alone (as ``opa eval`` evaluates a query against policies).
 
 The context is simulated as a project test simulates one (``policy.engine.testing``): resolved
-at the given coordinates under ``current`` or the project's fixtures, opened at time 0; a call
-is decided in it, ``approved`` recording a simulated approval of exactly that call first.
+at the given coordinates, by the given principal (``--subject``, ``--claims``; none: every
+field null, as a test without ``principal``), under ``current`` or the project's fixtures,
+opened at time 0; a call is decided in it, made by the same principal, ``approved`` recording a
+simulated approval of exactly that call first.
 Nothing is dispatched, no executor is asked, no runtime is involved.
 
 The report is the document ``seif eval --json`` prints (``cli.md``): ``{"objective",
@@ -12,8 +14,10 @@ The report is the document ``seif eval --json`` prints (``cli.md``): ``{"objecti
 read as ``context.*`` (an absent one is ``""``); ``tools`` are the model-facing schemas, as the
 runtime discloses them; ``omitted`` lists the tools not disclosed (a blocked resolution's causes
 first); an argument refusal's explanation lists each error's pointer and message in its
-``detail``. :func:`facts` adds what the text output shows besides: the profile, the omitted
-messages, a blocked resolution's causes, a rule's ``when`` or a condition where it is written.
+``detail``; with a principal given, ``principal`` is it as the rules read it (``{issuer,
+subject, clientId, claims}``). :func:`facts` adds what the text output shows besides: the
+profile, the omitted messages, a blocked resolution's causes, a rule's ``when`` or a condition
+where it is written.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from compiler.authoring.simulate import (
     condition_of,
     known_objective,
     observations,
+    principal_line,
     rule_when_line,
     rule_when_of,
 )
@@ -35,6 +40,7 @@ from compiler.authoring.source import ProjectSource, compiled
 from policy import reasons as R
 from policy.engine.decision import Decision
 from policy.engine.disclosure import Disclosure, disclose, disclosure_context
+from policy.engine.principal import principal_value
 from policy.engine.testing import simulate_calls
 from policy.ir import COORDINATE_FIELDS, Project
 from policy.json.value import thaw
@@ -60,6 +66,7 @@ def evaluate(
     coordinates: Mapping[str, str] | None = None,
     fixtures: str = "current",
     call: Call | None = None,
+    principal: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report (``seif eval --json``) with, under ``"facts"``, what only the text shows;
     ``AuthoringError`` for an invalid project, an unknown objective or fixtures mode."""
@@ -67,14 +74,17 @@ def evaluate(
     seen = observations(ir, fixtures)
     known_objective(ir, objective)
     at = {k: v for k, v in (coordinates or {}).items() if v}
-    d = disclose(ir, objective, seen, at)
+    who = principal_value(principal)
+    d = disclose(ir, objective, seen, at, who)
     decision = None
     if call is not None:
-        decision = simulate_calls(ir, d, "eval", [call], at)[0]
+        decision = simulate_calls(ir, d, "eval", [call], at, who)[0]
     context = disclosure_context(objective, at)
+    given = {} if principal is None else {"principal": thaw(who)}
     report = {
         "objective": objective,
         "coordinates": {name: context[name] for name in COORDINATE_FIELDS},
+        **given,
         "resolution": d.status,
         "messages": [{"id": m.id, "role": m.role, "text": m.text} for m in d.messages],
         "tools": [thaw(t.model_schema) for t in d.tools],
@@ -136,6 +146,7 @@ def text_lines(report: Mapping[str, Any], file: str = "") -> list[str]:
     profile = f" (profile {f['profile']})" if f["profile"] else ""
     status = report["resolution"] + (f" {f['reason']}" if f["reason"] else "")
     out = [f"objective {report['objective']}{at_text(f['given'])}: {status}{profile}"]
+    out += principal_line(report.get("principal"))
     out.append(f"messages ({len(report['messages'])}):")
     out += [f"  {m['id']} ({m['role']}): {_clip(m['text'])}" for m in report["messages"]]
     names = [f"{t['name']} ({i})" for t, i in zip(report["tools"], f["toolIds"], strict=True)]

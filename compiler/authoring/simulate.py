@@ -10,6 +10,7 @@ reason for a denial, the evaluation error for ``CONDITION_ERROR``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from policy.engine.decision import Decision
 from policy.engine.testing import current_fixtures
 from policy.explain import Explanation
 from policy.ir import COORDINATE_FIELDS, Fixture, Project
+from policy.json.strict import JsonError, loads
 
 FIXTURE_MODES = ("current", "project")
 CONDITION_REASONS = frozenset({R.CONDITION_DENIED, R.CONDITION_ERROR})
@@ -32,6 +34,56 @@ def coordinates_given(
     """The coordinates given and not empty, by name (an empty one reads as an absent one)."""
     values = (consumer, environment, deployment)
     return {k: v for k, v in zip(COORDINATE_FIELDS, values, strict=True) if v}
+
+
+MAX_CLAIMS = 16
+"""As many claims as an issuer may allowlist (docs/identity.md)."""
+
+
+def principal_given(subject: str | None, claims: str | None) -> dict[str, Any] | None:
+    """The principal ``--subject`` and ``--claims`` (JSON text) give: ``{"subject", "claims"}``
+    (issuer and client null: a user as a project test's ``principal`` writes one); None when
+    neither is given. ``CLAIMS_INVALID`` for claims that are not a JSON object of at most
+    :data:`MAX_CLAIMS` claims, each a string, a number, a boolean or a list of strings."""
+    if subject is None and claims is None:
+        return None
+    found: Any = {}
+    if claims is not None:
+        try:
+            found = loads(claims)
+        except JsonError as exc:
+            raise refusal("CLAIMS_INVALID", f"--claims is not JSON: {exc}") from None
+    if (
+        not isinstance(found, dict)
+        or len(found) > MAX_CLAIMS
+        or not all(_claim(v) for v in found.values())
+    ):
+        raise refusal(
+            "CLAIMS_INVALID",
+            f"--claims must be a JSON object of at most {MAX_CLAIMS} claims, each a string, a "
+            "number, a boolean or a list of strings",
+        )
+    out: dict[str, Any] = {"claims": found}
+    if subject is not None:
+        out["subject"] = subject
+    return out
+
+
+def principal_line(principal: Mapping[str, Any] | None) -> list[str]:
+    """``  principal: subject alice, claims {"groups": ["authors"]}`` for a principal given
+    (the text output's line), none otherwise."""
+    if principal is None:
+        return []
+    subject = principal.get("subject")
+    shown = "no subject" if subject is None else f"subject {subject}"
+    claims = json.dumps(principal.get("claims") or {}, ensure_ascii=False, sort_keys=True)
+    return [f"  principal: {shown}, claims {claims}"]
+
+
+def _claim(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(isinstance(v, str) for v in value)
+    return isinstance(value, (str, int, float, bool))
 
 
 def observations(ir: Project, fixtures: str) -> Mapping[str, Fixture]:

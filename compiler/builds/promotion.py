@@ -2,9 +2,9 @@
 
 The obligations of a baseline build (docs/release.md) are, for each of its tests:
 
-- the test id exists in the candidate, on the same objective and at the same coordinates (a
-  test moved to another environment no longer checks the one it checked), and a guard stays a
-  guard;
+- the test id exists in the candidate, on the same objective, at the same coordinates and as
+  the same principal (a test moved to another environment, or to a user of another group, no
+  longer checks the one it checked), and a guard stays a guard;
 - every tool the test saw available under its fixtures is still available to it (so that an
   exclusion cannot be made to pass by declaring the tool unavailable);
 - every ``exclude`` of ``expect.context`` and ``expect.tools`` is still there;
@@ -29,7 +29,13 @@ from compiler.builds.build import Build
 from compiler.builds.registry import PromotionRecord, Registry
 from policy.diagnostic import Diagnostic, Location
 from policy.engine.disclosure import availability
-from policy.engine.testing import TestReport, coordinates_of, run_tests, test_fixtures
+from policy.engine.testing import (
+    TestReport,
+    coordinates_of,
+    principal_of,
+    run_tests,
+    test_fixtures,
+)
 from policy.ir import Membership, Project, ProjectTest, TestCall, ToolExpectation
 from policy.json.canonical import canonical_json, identity_value
 from policy.json.value import thaw
@@ -72,6 +78,9 @@ def _test_obligations(
     if coordinates_of(test) != coordinates_of(other):
         message = f"{said} now runs at {_at(other)}, not at {_at(test)}"
         out.append(_blocked(f"{base}/coordinates", message))
+    if principal_of(test) != principal_of(other):
+        message = f"{said} now runs as another principal (its issuer, subject, client or claims)"
+        out.append(_blocked(f"{base}/principal", message))
     out += _availability(bp, cp, test, other, base)
     expect, got = test.expect, other.expect
     for kind, noun in (("context", "message"), ("tools", "tool")):

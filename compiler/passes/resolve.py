@@ -150,6 +150,29 @@ def _check_tests(doc: Mapping[str, Any], tools: set[str], out: Collector) -> Non
         expect = test.get("expect")
         if isinstance(expect, Mapping):
             _check_expectation(expect, join(tp, "expect"), tools, messages, out)
+        principal = test.get("principal")
+        claims = principal.get("claims") if isinstance(principal, Mapping) else None
+        if isinstance(claims, Mapping):
+            _check_claims(claims, join(tp, "principal", "claims"), out)
+
+
+MAX_CLAIMS = 16
+"""As many claims as an issuer may allowlist (docs/identity.md)."""
+
+
+def _check_claims(claims: Mapping[str, Any], pointer: str, out: Collector) -> None:
+    """A test's claims are what an issuer's token may give: each a string, a number, a boolean
+    or a list of strings; at most :data:`MAX_CLAIMS` of them."""
+    if len(claims) > MAX_CLAIMS:
+        out.error("OUT_OF_RANGE", pointer, f"{len(claims)} claims: at most {MAX_CLAIMS}")
+    for name, value in claims.items():
+        strings = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if value is None or isinstance(value, Mapping) or (isinstance(value, list) and not strings):
+            out.error(
+                "WRONG_TYPE",
+                join(pointer, name),
+                "a claim is a string, a number, a boolean or a list of strings",
+            )
 
 
 def _id_list(node: Any, key: str, pointer: str) -> Iterator[tuple[str, str]]:

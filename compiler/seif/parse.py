@@ -366,6 +366,10 @@ class _Lowering:
                 self.coordinate(
                     out.setdefault("coordinates", {}), item, join(pointer, "coordinates")
                 )
+            elif item.data == "principal_field":
+                self.principal_field(
+                    out.setdefault("principal", {}), item, join(pointer, "principal")
+                )
             elif item.data == "expect_json":
                 expect = json_value(item.children[0])
                 self.at(join(pointer, "expect"), item)
@@ -391,6 +395,21 @@ class _Lowering:
         self.at(join(pointer, name), node)
         quoted = getattr(value, "type", "") == "STRING"
         out[name] = _string(value) if quoted else _text(value)
+
+    def principal_field(self, out: dict[str, Any], node: Tree[Any], pointer: str) -> None:
+        """``principal NAME VALUE``: one field of the test's principal (``issuer``,
+        ``subject``, ``clientId``: a word or a string; ``claims``: a JSON object). A NAME the
+        format does not know, or a value of the wrong type, is the structure pass's, located
+        here."""
+        name_token, value = node.children
+        name = _text(name_token)
+        if name in out:
+            line, column = _pos(name_token)
+            message = f"the principal's `{name[:64]}` is written twice"
+            raise SeifSyntaxError("DUPLICATE_KEY", message, line, column)
+        self.at(pointer, node)
+        self.at(join(pointer, name), node)
+        out[name] = _text(value) if isinstance(value, Token) else json_value(value)
 
     def test_fixtures(self, node: Tree[Any], pointer: str) -> Any:
         _keyword, value = node.children

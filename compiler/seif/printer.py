@@ -112,6 +112,14 @@ def _coordinates(value: Any) -> bool:
     return all(SAFE_ID(k) and isinstance(v, str) for k, v in value.items())
 
 
+def _principal(value: Any) -> bool:
+    """``principal NAME VALUE`` lines write a non-empty object by name: a string for each
+    field but ``claims``, which is written as JSON."""
+    if not isinstance(value, Mapping) or not value:
+        return False
+    return all(SAFE_ID(k) and (k == "claims" or isinstance(v, str)) for k, v in value.items())
+
+
 ANY_ID, BARE_ID, SAFE_ID = _id(), _id("json"), _id(*KEYWORDS)
 STR, BOOL, VERSIONED = _type(str), _type(bool), _matches(VERSION)
 Shape = tuple[dict[str, Check], dict[str, Check]]
@@ -142,7 +150,12 @@ SHAPES: dict[str, Shape] = {
     "unavailable": ({"state": _is("UNAVAILABLE")}, {}),
     "test": (
         {"id": BARE_ID, "objective": ANY_ID, "expect": _any},
-        {"guard": _is(True), "fixtures": _any, "coordinates": _coordinates},
+        {
+            "guard": _is(True),
+            "fixtures": _any,
+            "coordinates": _coordinates,
+            "principal": _principal,
+        },
     ),
     "expect": ({}, {"resolution": ANY_ID, "causes": _ids, "context": _any, "tools": _any}),
     "context": ({}, {"include": _ids, "exclude": _ids}),
@@ -462,11 +475,24 @@ def _test(test: Any, pointer: str) -> Lines:
     items = _expect(expect, join(pointer, "expect")) if fits(expect, "expect") else None
     body = _or_json("expect", expect, 1, join(pointer, "expect"), items)
     here = join(pointer, "coordinates")
-    body = [
-        Line(1, f"context {k} {v if SAFE_ID(v) else dumps(v)}", join(here, k))
-        for k, v in test.get("coordinates", {}).items()
-    ] + body
+    who = join(pointer, "principal")
+    body = (
+        [
+            Line(1, f"context {k} {v if SAFE_ID(v) else dumps(v)}", join(here, k))
+            for k, v in test.get("coordinates", {}).items()
+        ]
+        + [
+            Line(1, f"principal {k} {_word(v) if isinstance(v, str) else dumps(v)}", join(who, k))
+            for k, v in test.get("principal", {}).items()
+        ]
+        + body
+    )
     return [*lines[:-1], *_block(lines[-1].text, body, 0, lines[-1].pointer)]
+
+
+def _word(value: str) -> str:
+    """A string as a bare word where it reads as one, else as a JSON string."""
+    return value if SAFE_ID(value) else dumps(value)
 
 
 def _test_head(test: Mapping[str, Any], pointer: str) -> Lines:

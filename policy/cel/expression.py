@@ -21,7 +21,14 @@ from typing import Any
 from lark import Token, Tree
 
 from policy.cel.functions import FUNCTIONS, METHODS
-from policy.cel.program import MACROS, CelCompileError, Program, compile_program, parse_quoted
+from policy.cel.program import (
+    MACROS,
+    CelCompileError,
+    Program,
+    compile_program,
+    decode_string,
+    parse_quoted,
+)
 from policy.cel.values import CelEvalError
 from policy.diagnostic import Diagnostic, Location, headline
 
@@ -30,9 +37,11 @@ MAX_DEPTH = 200
 """Parse levels at most (the compiler's and the evaluator's recursion stay far from Python's)."""
 MAX_MACRO_NESTING = 2
 STAGE_IDENTIFIERS = {
-    "disclosure": frozenset({"context"}),
-    "call": frozenset({"args", "context", "call"}),
+    "disclosure": frozenset({"context", "principal"}),
+    "call": frozenset({"args", "context", "call", "principal"}),
 }
+PRINCIPAL_FIELDS = ("issuer", "subject", "clientId", "claims")
+"""What CEL's ``principal`` holds at both stages (``policy.engine.principal``)."""
 _NON_BOOLEAN_ROOTS = frozenset(
     {
         "addition_add",
@@ -62,6 +71,15 @@ class CompiledExpression:
     text: str
     stage: str
     program: Program = field(compare=False, repr=False)
+    principal: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """The fields of ``principal`` it reads (:func:`principal_fields`): ``*`` for any use of
+    ``principal`` other than a field of it named by its name."""
+
+    @property
+    def reads_subject(self) -> bool:
+        """Whether its value may depend on ``principal.subject`` (which records keep only as a
+        keyed fingerprint: replay cannot reproduce it)."""
+        return "subject" in self.principal or "*" in self.principal
 
 
 def _walk_identifiers(node: Any, bound: frozenset[str], out: list[tuple[str, int, int]]) -> None:
@@ -113,8 +131,9 @@ _NON_BOOLEAN_FUNCTIONS = frozenset(
     {"size", "int", "uint", "double", "string", "bytes", "duration", "timestamp", "type"}
 )
 _NON_BOOLEAN_METHODS = frozenset({"map", "filter", "size"} | _NON_BOOLEAN_FUNCTIONS)
-_STRING_OR_NUMBER_ROOTS = frozenset({"context", "call"})
-"""Every field of ``context`` is a string, and ``call`` holds strings and a count."""
+_STRING_OR_NUMBER_ROOTS = frozenset({"context", "call", "principal"})
+"""Every field of ``context`` is a string, ``call`` holds strings and a count, and
+``principal`` strings (or null) and the map of claims."""
 
 
 def unwrap(node: Any) -> Any:
@@ -244,7 +263,45 @@ def compile_expression(text: str, stage: str) -> CompiledExpression:
     problems = check_expression(text, stage)
     if problems:
         raise ValueError(headline(problems[0]))
-    return CompiledExpression(text, stage, compile_program(text))
+    tree, quoted = parse_quoted(text)
+    return CompiledExpression(text, stage, compile_program(text), principal_fields(tree, quoted))
+
+
+def principal_fields(tree: Any, quoted: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The fields of ``principal`` the expression reads: each ``principal.NAME`` (or
+    ``principal["NAME"]``) names one; any other use of ``principal`` (a macro over it, a
+    comparison of the whole, a computed key) is ``*``, every field."""
+    names = quoted or {}
+    uses = selected = 0
+    found: set[str] = set()
+    for node in _subtrees(tree):
+        parts = [c for c in node.children if c is not None]
+        if node.data == "ident" and parts and str(parts[0]) == "principal":
+            uses += 1
+        elif node.data in ("member_dot", "member_index") and len(parts) == 2:
+            if ident_of(parts[0]) != "principal":
+                continue
+            name = _selected_name(node.data, parts[1], names)
+            if name is not None:
+                selected += 1
+                found.add(name)
+    if uses > selected:
+        found.add("*")
+    return frozenset(found)
+
+
+def _selected_name(kind: str, selector: Any, quoted: Mapping[str, str]) -> str | None:
+    if kind == "member_dot":
+        return quoted.get(str(selector), str(selector))
+    inner = unwrap(selector)
+    if isinstance(inner, Tree) and inner.data == "literal" and inner.children:
+        token = inner.children[0]
+        if isinstance(token, Token) and token.type == "STRING_LIT":
+            try:
+                return decode_string(str(token))
+            except CelCompileError:
+                return None
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,22 +1,24 @@
 """The fields a condition reads, checked against what its stage binds.
 
 A path ``args.a.b`` is checked against the tool's parameter schema, ``context.x`` against the
-coordinates the engine binds (``objective``, ``consumer``, ``environment``, ``deployment``) and
-``call.x`` against ``tool``, ``callId`` and ``count``: a field that is not there is
-``CEL_UNKNOWN_FIELD`` (an error: every evaluation that reads it fails, and a failing condition
+coordinates the engine binds (``objective``, ``consumer``, ``environment``, ``deployment``),
+``call.x`` against ``tool``, ``callId`` and ``count``, and ``principal.x`` against ``issuer``,
+``subject``, ``clientId`` and ``claims`` (an open map: any claim name): a field that is not there
+is ``CEL_UNKNOWN_FIELD`` (an error: every evaluation that reads it fails, and a failing condition
 denies the call), with the nearest declared name. Nested objects are followed through their
 ``properties``, an index (``args.tags[0]``) through ``items``, a string key (``args["a"]``) as a
 field, and the variable of a macro over a list (``args.tags.all(t, ...)``) as an item; an object
 that admits other keys (``additionalProperties: true``), a computed key or anything else not
 known statically is not checked further, so nothing valid is refused.
 
-A read of an optional property (one its object does not list in ``required``) that no ``has()``
-guards is ``CEL_OPTIONAL_WITHOUT_HAS``, a warning: a call without it makes the condition fail,
-and the call is denied ``CONDITION_ERROR``. A read is guarded where ``has()`` of it (or of a
-longer path through it) must be true: the other operands of ``has(args.x) && ...``, those of
-``!has(args.x) || ...`` and the first branch of ``has(args.x) ? ... : ...`` (the second of
-``!has(args.x) ? ... : ...``); ``&&`` and ``||`` absorb the error of a side the other side
-decides, so the order of the operands does not matter. Pure: no I/O.
+A read of an optional property (one its object does not list in ``required``), or of a claim
+(``principal.claims.groups``: a token may not carry it), that no ``has()`` guards is
+``CEL_OPTIONAL_WITHOUT_HAS``, a warning: a call without it makes the condition fail, and the
+call is denied ``CONDITION_ERROR`` (a tool whose ``when`` fails is omitted). A read is guarded
+where ``has()`` of it (or of a longer path through it) must be true: the other operands of
+``has(args.x) && ...``, those of ``!has(args.x) || ...`` and the first branch of ``has(args.x) ?
+... : ...`` (the second of ``!has(args.x) ? ... : ...``); ``&&`` and ``||`` absorb the error of
+a side the other side decides, so the order of the operands does not matter. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ from policy.cel.program import (
 )
 from policy.diagnostic import Diagnostic, Location, Severity, nearest
 
-__all__ = ["CALL_SCHEMA", "CONTEXT_SCHEMA", "OPTIONAL_WITHOUT_HAS", "UNKNOWN_FIELD", "check_fields"]
+__all__ = [
+    "CALL_SCHEMA",
+    "CONTEXT_SCHEMA",
+    "OPTIONAL_WITHOUT_HAS",
+    "PRINCIPAL_SCHEMA",
+    "UNKNOWN_FIELD",
+    "check_fields",
+]
 
 Path = tuple[str, ...]
 """A path as its guards name it: the root variable, then ``.name`` and ``[key]`` steps."""
@@ -59,6 +68,19 @@ CONTEXT_SCHEMA = _closed(
 every field is always there, an absent coordinate being ``""``."""
 CALL_SCHEMA = _closed({"tool": "string", "callId": "string", "count": "integer"})
 """What ``call`` holds at the call stage (``policy.engine.decision``)."""
+PRINCIPAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "issuer": {"type": "string"},
+        "subject": {"type": "string"},
+        "clientId": {"type": "string"},
+        "claims": {"type": "object", "properties": {}, "additionalProperties": {}},
+    },
+    "required": ["issuer", "subject", "clientId", "claims"],
+}
+"""What ``principal`` holds at both stages (``policy.engine.principal``): its fields are always
+there (``null`` for a static credential's issuer and subject); ``claims`` is an open map whose
+every key may be absent (a schema as ``additionalProperties``: any name, each optional)."""
 
 UNKNOWN_FIELD = "CEL_UNKNOWN_FIELD"
 OPTIONAL_WITHOUT_HAS = "CEL_OPTIONAL_WITHOUT_HAS"
@@ -190,7 +212,12 @@ class _Checker:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         if name not in properties:
-            if schema.get("additionalProperties") is not True:
+            extra = schema.get("additionalProperties")
+            if isinstance(extra, Mapping):  # an open map: any key, each of them optional
+                if not tested and next_path not in guards:
+                    self.optional(next_path, token)
+                return (extra if "type" in extra else None), next_path
+            if extra is not True:
                 self.unknown(var, path, name, properties, token)
             return None, next_path
         required = schema.get("required", ())
@@ -254,10 +281,12 @@ class _Checker:
 
     def optional(self, path: Path, token: Any) -> None:
         shown = _shown(path)
-        message = (
-            f"`{shown}` is optional: a call without it is denied CONDITION_ERROR here; "
-            f"write `has({shown}) && ...` (or `!has({shown}) || ...`)"
-        )
+        if path[0] == "principal":
+            said = f"`{shown}` is absent when the token has no such claim (and always for a "
+            said += "static credential): the condition fails then (CONDITION_ERROR)"
+        else:
+            said = f"`{shown}` is optional: a call without it is denied CONDITION_ERROR here"
+        message = f"{said}; write `has({shown}) && ...` (or `!has({shown}) || ...`)"
         self.report(OPTIONAL_WITHOUT_HAS, message, token, "warning")
 
     def report(self, code: str, message: str, token: Any, severity: Severity) -> None:
@@ -288,7 +317,10 @@ def check_fields(
         tree, quoted = parse_quoted(text)
     except CelCompileError:
         return []
-    env = {"context": _Var("context", CONTEXT_SCHEMA, root=True)}
+    env = {
+        "context": _Var("context", CONTEXT_SCHEMA, root=True),
+        "principal": _Var("principal", PRINCIPAL_SCHEMA, root=True),
+    }
     if stage == "call":
         env["call"] = _Var("call", CALL_SCHEMA, root=True)
         known = isinstance(parameters, Mapping) and parameters.get("type") == "object"

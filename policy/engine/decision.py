@@ -1,4 +1,4 @@
-"""Call decisions: ``decide(ir, context_state, call, now) -> Decision``.
+"""Call decisions: ``decide(ir, context_state, call, now, principal) -> Decision``.
 
 Seven checks in the spec's order, the first failure deciding: the context, disclosure,
 duplicates and conflicts, arguments, CEL conditions, the call limit, approval. A decision is a
@@ -7,11 +7,13 @@ value that says why; a denied call leaves no trace in the state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from policy import reasons as R
 from policy.cel.expression import evaluate
 from policy.engine.explanations import condition_explanation, rule_explanation, tool_explanation
+from policy.engine.principal import PrincipalValue, principal_value
 from policy.engine.state import Call, ContextState, Instant, millis
 from policy.explain import Explanation
 from policy.ir import Project, Tool
@@ -69,8 +71,16 @@ def _deny(call: Call, reason: str, explanation: Explanation | None = None, **kw:
     )
 
 
-def decide(ir: Project, context_state: ContextState | None, call: Call, now: Instant) -> Decision:
-    """Decide one call against one context at ``now`` (int ms or an aware datetime)."""
+def decide(
+    ir: Project,
+    context_state: ContextState | None,
+    call: Call,
+    now: Instant,
+    principal: Mapping[str, Any] | None = None,
+) -> Decision:
+    """Decide one call against one context at ``now`` (int ms or an aware datetime), made by
+    ``principal`` (what conditions read as ``principal``: JSON or
+    :func:`~policy.engine.principal.principal_value`; None: no one known, every field null)."""
     t = millis(now)
     if context_state is None:
         return _deny(call, R.CONTEXT_UNKNOWN)
@@ -104,7 +114,7 @@ def decide(ir: Project, context_state: ContextState | None, call: Call, now: Ins
         return _deny(
             call, R.CALL_CONFLICT, rule_explanation(ir, profile, call.tool), fingerprint=fp
         )
-    return _after_identity(ir, context_state, call, tool, fp, t)
+    return _after_identity(ir, context_state, call, tool, fp, t, principal)
 
 
 def _not_json(ir: Project, call: Call, tool: Tool, exc: EncodingError) -> Decision:
@@ -150,7 +160,13 @@ def _not_disclosed(ir: Project, state: ContextState, sent: str) -> Explanation |
 
 
 def _after_identity(
-    ir: Project, state: ContextState, call: Call, tool: Tool, fp: str, t: int
+    ir: Project,
+    state: ContextState,
+    call: Call,
+    tool: Tool,
+    fp: str,
+    t: int,
+    principal: Mapping[str, Any] | None,
 ) -> Decision:
     profile = state.disclosure.profile or ""
     if not tool.validator.is_valid(call.arguments):
@@ -166,7 +182,8 @@ def _after_identity(
         why_approval = ir.approval_explanations[tool.id]
     rule = ir.profile_by_id[profile].rule_by_tool[tool.id]  # a disclosed tool has a rule
     if rule.conditions:
-        verdict = _conditions(ir, state, call, profile, rule.conditions)
+        who = principal if type(principal) is PrincipalValue else principal_value(principal)
+        verdict = _conditions(ir, state, call, profile, rule.conditions, who)
         if isinstance(verdict, Decision):
             return verdict
         why_approval = why_approval or verdict
@@ -194,10 +211,16 @@ def _after_identity(
 
 
 def _conditions(
-    ir: Project, state: ContextState, call: Call, profile: str, conditions: tuple[Any, ...]
+    ir: Project,
+    state: ContextState,
+    call: Call,
+    profile: str,
+    conditions: tuple[Any, ...],
+    principal: PrincipalValue,
 ) -> Decision | Explanation | None:
     """A denial, or the first condition that made approval required (None: none did)."""
     activation = {
+        "principal": principal,
         "args": integral(call.arguments),  # one call, one view: 8.0 is 8 here too
         "context": state.coordinates,
         "call": {

@@ -1,7 +1,8 @@
 """Disclosure: which context messages and tool schemas a profile receives, and why.
 
-``disclose(ir, objective, observations, context=...)`` is pure: the availability observations
-and the context coordinates are arguments, and the result says what was disclosed, what was
+``disclose(ir, objective, observations, context=..., principal=...)`` is pure: the availability
+observations, the context coordinates and the principal (who resolves:
+:mod:`policy.engine.principal`) are arguments, and the result says what was disclosed, what was
 omitted and why, and the estimated token figures.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 from policy import reasons as R
 from policy.cel.expression import evaluate
 from policy.engine.explanations import profile_pointer, rule_explanation
+from policy.engine.principal import principal_value
 from policy.explain import Explanation
 from policy.ir import (
     COORDINATE_FIELDS,
@@ -164,7 +166,7 @@ class _Admission:
 
 
 def _candidates(
-    ir: Project, profile: Profile, observations: Observations, ctx: FrozenMap
+    ir: Project, profile: Profile, observations: Observations, activation: Mapping[str, Any]
 ) -> tuple[list[tuple[Tool, ToolRule]], list[Omission]]:
     """Included tools that are available and whose rule applies, in rule order; and the
     omissions of the others."""
@@ -174,7 +176,7 @@ def _candidates(
         if rule.participation != "include":
             continue
         tool = ir.tool_by_id[rule.tool]
-        reason = _rule_applies(rule, ctx) or availability(tool, observations.get(tool.id))
+        reason = _rule_applies(rule, activation) or availability(tool, observations.get(tool.id))
         if reason is None:
             ready.append((tool, rule))
         else:
@@ -186,10 +188,10 @@ def _candidates(
     return ready, omitted
 
 
-def _rule_applies(rule: ToolRule, ctx: FrozenMap) -> str | None:
+def _rule_applies(rule: ToolRule, activation: Mapping[str, Any]) -> str | None:
     if rule.when_program is None:
         return None
-    result = evaluate(rule.when_program, {"context": ctx})
+    result = evaluate(rule.when_program, activation)
     if result.value is None:
         return R.CONDITION_ERROR
     return None if result.value else R.CONDITION_NOT_MET
@@ -200,14 +202,20 @@ def disclose(
     objective: str,
     observations: Observations,
     context: Mapping[str, Any] | None = None,
+    principal: Mapping[str, Any] | None = None,
 ) -> Disclosure:
-    """Resolve ``objective``: its profile's messages and the tools it may see, under budget."""
+    """Resolve ``objective``: its profile's messages and the tools it may see, under budget.
+    ``principal``: who resolves, as JSON or :func:`~policy.engine.principal.principal_value`
+    (None: no one known, every field null)."""
     chosen = ir.objective_by_id.get(objective)
     if chosen is None:
         return Disclosure(objective=objective, status="BLOCKED", reason=R.OBJECTIVE_UNKNOWN)
     profile: Profile = ir.profile_by_id[chosen.profile]
-    ctx = disclosure_context(objective, context)
-    ready, omitted = _candidates(ir, profile, observations, ctx)
+    activation = {
+        "context": disclosure_context(objective, context),
+        "principal": principal_value(principal),
+    }
+    ready, omitted = _candidates(ir, profile, observations, activation)
     causes = [o for o in omitted if _is_required(profile, o.id) and o.reason != R.CONDITION_NOT_MET]
     omitted = [o for o in omitted if o not in causes]
     budget = _Admission(profile.token_ceiling)

@@ -4,7 +4,10 @@ Each test resolves its objective under its fixtures and at its coordinates (``co
 ``environment``, ``deployment``: what rules and conditions read as ``context.*``), checks the
 resolution, the disclosed context messages and tools, then evaluates its calls in order against
 one simulated context at those coordinates, opened at time 0 (each allowed call counts as
-dispatched). ``approved: true`` is a synthetic fact: an approval of exactly that call is
+dispatched). Its ``principal`` (``{issuer, subject, clientId, claims}``, each optional) is
+who resolves and calls (what rules and conditions read as ``principal``); a test without one
+runs with no principal known, every field null, as a static credential's but for its
+``clientId``. ``approved: true`` is a synthetic fact: an approval of exactly that call is
 recorded just before it. Context assertions and tool assertions have separate denominators; the
 resolution assertion counts with the tools of a project that declares tools and with the context
 of a tool-free one.
@@ -18,6 +21,7 @@ from typing import Any, Protocol
 
 from policy.engine.decision import ALLOW, Decision, decide
 from policy.engine.disclosure import Disclosure, disclose
+from policy.engine.principal import PrincipalValue, principal_value
 from policy.engine.state import Call, ContextState
 from policy.ir import Fixture, Project, ProjectTest, TestCall
 
@@ -130,9 +134,17 @@ def coordinates_of(test: ProjectTest) -> dict[str, str]:
     return {k: v for k, v in given.items() if v}
 
 
+def principal_of(test: ProjectTest) -> PrincipalValue:
+    """Who a test's context is resolved and its calls made by (every field null without
+    ``principal``)."""
+    return principal_value(None if test.principal is None else test.principal.to_json())
+
+
 def run_test(ir: Project, index: int, test: ProjectTest) -> TestResult:
     base = f"/tests/{index}/expect"
-    disclosure = disclose(ir, test.objective, test_fixtures(ir, test), coordinates_of(test))
+    fixtures = test_fixtures(ir, test)
+    who = principal_of(test)
+    disclosure = disclose(ir, test.objective, fixtures, coordinates_of(test), principal=who)
     assertions = _resolution(ir, disclosure, test, base)
     expect = test.expect
     if expect.context is not None:
@@ -240,15 +252,18 @@ def simulate_calls(
     context_id: str,
     calls: Sequence[SimulatedCall],
     coordinates: Mapping[str, str] | None = None,
+    principal: Mapping[str, Any] | None = None,
 ) -> list[Decision]:
     """Decide ``calls`` in order against one simulated context of ``d`` at ``coordinates``
-    (those ``d`` was disclosed at), opened at time 0: an allowed call counts as dispatched,
+    (those ``d`` was disclosed at), each made by ``principal`` (None: no one known), opened at
+    time 0: an allowed call counts as dispatched,
     ``approved`` records an approval of exactly that call just before it. Nothing is
     dispatched: this is the engine alone."""
     state = None
     if d.resolved:
         given = dict(coordinates or {})
         state = ContextState.open(context_id, d, SIMULATED_NOW, coordinates=given)
+    who = principal_value(principal)
     out: list[Decision] = []
     for k, spec in enumerate(calls):
         call_id = spec.call_id or f"call-{k + 1}"
@@ -265,7 +280,7 @@ def simulate_calls(
         call = Call(
             tool=spec.tool, call_id=call_id, arguments=spec.arguments, approval_id=approval_id
         )
-        decision = decide(ir, state, call, SIMULATED_NOW)
+        decision = decide(ir, state, call, SIMULATED_NOW, who)
         if decision.outcome == ALLOW and state is not None:
             assert decision.fingerprint is not None
             state = state.record_dispatch(call_id, spec.tool, decision.fingerprint)
@@ -276,7 +291,9 @@ def simulate_calls(
 def _calls(
     ir: Project, d: Disclosure, test: ProjectTest, calls: tuple[TestCall, ...], base: str
 ) -> list[Assertion]:
-    decisions = simulate_calls(ir, d, f"test:{test.id}", calls, coordinates_of(test))
+    decisions = simulate_calls(
+        ir, d, f"test:{test.id}", calls, coordinates_of(test), principal_of(test)
+    )
     out: list[Assertion] = []
     for k, (spec, decision) in enumerate(zip(calls, decisions, strict=True)):
         call_id = spec.call_id or f"call-{k + 1}"

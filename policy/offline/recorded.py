@@ -1,9 +1,13 @@
 """Recorded resolutions: the engine's inputs read back from ``DISCLOSED`` decision records.
 
 A ``DISCLOSED`` record (see ``docs/replay.md``) carries every input :func:`policy.disclose`
-read when the runtime resolved: ``objective``, ``coordinates`` (the CEL context) and
-``observations`` (tool id to availability), next to the ``disclosure`` summary of what it
-disclosed (:func:`disclosure_summary`, the one definition the runtime logs with).
+read when the runtime resolved: ``objective``, ``coordinates`` (the CEL context),
+``observations`` (tool id to availability) and, for a token of an issuer, ``principal`` (its
+``subject`` a keyed fingerprint), next to the ``disclosure`` summary of what it disclosed
+(:func:`disclosure_summary`, the one definition the runtime logs with). A record without
+``principal`` (a static credential's, or an older runtime's) was resolved by the static
+credential it names as ``credential``: ``{issuer: null, subject: null, clientId: credential,
+claims: {}}``.
 
 :class:`Evaluator` evaluates recorded inputs with one IR. The engine is pure, so equal inputs
 give equal disclosures: each distinct input is evaluated once, in a cache that lives as long as
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from policy.engine.disclosure import Disclosure, disclose, disclosure_context
+from policy.engine.principal import PrincipalValue, principal_value, static_principal
 from policy.ir import Project
 
 DISCLOSED = "DISCLOSED"
@@ -52,6 +57,24 @@ class Inputs:
     objective: str
     coordinates: Mapping[str, Any]
     observations: Mapping[str, Mapping[str, Any]]
+    principal: PrincipalValue | None = None
+    """Who resolved (None: no one known, every field null)."""
+
+
+def recorded_principal(record: Record) -> PrincipalValue | str:
+    """The principal a record was resolved by: its ``principal`` (a map of ``issuer``,
+    ``subject``, ``clientId`` and ``claims``), else a static credential's of its
+    ``credential``; or what makes it unusable (a string)."""
+    given = record.get("principal")
+    if given is None:
+        credential = record.get("credential")
+        return static_principal(credential if type(credential) is str else None)
+    if not _is_map(given) or not _is_map(given.get("claims", {})):
+        return "`principal` is not a map with a map of `claims`"
+    for name in ("issuer", "subject", "clientId"):
+        if given.get(name) is not None and type(given.get(name)) is not str:
+            return f"`principal.{name}` is not a string or null"
+    return principal_value(given)
 
 
 def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
@@ -74,7 +97,10 @@ def inputs_of(record: Record) -> Inputs | str:
             return _NOT_OBSERVATIONS
     if not _is_map(record.get("disclosure")):
         return "`disclosure` is not a map"
-    return Inputs(objective, coordinates, observations)
+    principal = recorded_principal(record)
+    if isinstance(principal, str):
+        return principal
+    return Inputs(objective, coordinates, observations, principal)
 
 
 _NOT_OBSERVATIONS = "`observations` is not a map of tool id to observation"
@@ -82,12 +108,14 @@ _NOT_OBSERVATIONS = "`observations` is not a map of tool id to observation"
 
 def input_key(inputs: Inputs) -> str:
     """Equal keys mean equal engine inputs: the ``repr`` of the CEL context exactly as
-    ``disclose`` builds it (so a trace id does not split the cache) and of the observations.
+    ``disclose`` builds it (so a trace id does not split the cache), of the observations and of
+    the principal.
     ``repr`` tells ``1``, ``1.0``, ``True`` and ``"1"`` apart and quotes every string, so equal
     keys are equal JSON values of equal types; equal observations in another key order only
     miss the cache."""
     context = disclosure_context(inputs.objective, inputs.coordinates)
-    return repr((tuple(context.values()), inputs.observations))
+    who = principal_value(inputs.principal)
+    return repr((tuple(context.values()), inputs.observations, tuple(who.values())))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,7 +179,11 @@ class Evaluator:
             return found
         self.distinct += 1
         disclosure = disclose(
-            self.ir, inputs.objective, inputs.observations, context=inputs.coordinates
+            self.ir,
+            inputs.objective,
+            inputs.observations,
+            context=inputs.coordinates,
+            principal=inputs.principal,
         )
         summary = disclosure_summary(disclosure)
         found = evaluated(summary)

@@ -7,6 +7,12 @@ JSON values: numbers by value, a boolean never equal to a number, explanations i
 Records of other builds are counted, never evaluated; other events are counted. Nothing is read
 but the records, and nothing is called but the engine.
 
+A record's principal is its ``principal`` (``policy.offline.recorded.recorded_principal``),
+whose ``subject`` is a keyed fingerprint: a disclosure whose ``when`` reads ``principal.subject``
+cannot be evaluated again as it was made. Such a record (a subject recorded, and its objective's
+rules read the subject) is not evaluated: it is reported as not reproducible, neither
+reproduced nor a mismatch.
+
 :func:`what_if` (from :mod:`policy.offline.whatif`) is the other half: what a candidate build would
 have disclosed differently for the same records.
 """
@@ -26,6 +32,7 @@ from policy.offline.recorded import (
     DISCLOSED,
     Evaluated,
     Evaluator,
+    Inputs,
     Record,
     RecordRef,
     build_of,
@@ -127,7 +134,9 @@ class Mismatch:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayReport:
     """``records`` read; ``disclosed``: the ``DISCLOSED`` records of ``build``, of which
-    ``reproduced`` reproduced and the others are ``mismatches``; ``other_builds``: the
+    ``reproduced`` reproduced, ``not_reproducible`` could not be evaluated again (their
+    disclosure reads ``principal.subject``, recorded as a fingerprint) and the others are
+    ``mismatches``; ``other_builds``: the
     ``DISCLOSED`` records of other builds (digest, count), not evaluated; ``other_events``: the
     records of other events; ``distinct_inputs``: the evaluations that took."""
 
@@ -139,6 +148,7 @@ class ReplayReport:
     other_builds: tuple[tuple[str, int], ...]
     other_events: int
     distinct_inputs: int
+    not_reproducible: tuple[RecordRef, ...] = ()
 
     @property
     def skipped_other_build(self) -> int:
@@ -158,6 +168,7 @@ class ReplayReport:
             "disclosed": self.disclosed,
             "reproduced": self.reproduced,
             "mismatched": len(self.mismatches),
+            "notReproducible": [r.to_json() for r in self.not_reproducible],
             "skippedOtherBuild": self.skipped_other_build,
             "otherBuilds": dict(self.other_builds),
             "otherEvents": self.other_events,
@@ -166,11 +177,26 @@ class ReplayReport:
         }
 
 
+def subject_bound(ir: Project, inputs: Inputs) -> bool:
+    """Whether the disclosure of ``inputs`` cannot be evaluated again as it was made: a
+    subject was recorded (as a fingerprint) and the objective's rules read
+    ``principal.subject``."""
+    if inputs.principal is None or inputs.principal.get("subject") is None:
+        return False
+    reads = ir.disclosure_principal.get(inputs.objective, frozenset())
+    return "subject" in reads or "*" in reads
+
+
 def check(evaluator: Evaluator, record: Record) -> Mismatch | None:
     """None when the ``DISCLOSED`` record reproduces with the evaluator's IR; else how not."""
     inputs = inputs_of(record)
     if isinstance(inputs, str):
         return Mismatch(record=RecordRef.of(record), problem=inputs)
+    return compared(evaluator, record, inputs)
+
+
+def compared(evaluator: Evaluator, record: Record, inputs: Inputs) -> Mismatch | None:
+    """None when ``record``, whose inputs are ``inputs``, reproduces; else how not."""
     evaluated = evaluator.evaluate(inputs, input_key(inputs))
     recorded = record["disclosure"]
     if reproduces(evaluated, recorded):
@@ -188,22 +214,29 @@ def replay(
     total = disclosed = other_events = 0
     others: Counter[str] = Counter()
     mismatches: list[Mismatch] = []
+    unverified: list[RecordRef] = []
     for record in records:
         total += 1
         if record.get("event") != DISCLOSED:
             other_events += 1
-        elif record.get("build") != build_digest:
+            continue
+        if record.get("build") != build_digest:
             others[build_of(record)] += 1
-        else:
-            disclosed += 1
-            found = check(evaluator, record)
-            if found is not None:
-                mismatches.append(found)
+            continue
+        disclosed += 1
+        inputs = inputs_of(record)
+        if isinstance(inputs, str):
+            mismatches.append(Mismatch(record=RecordRef.of(record), problem=inputs))
+        elif subject_bound(ir, inputs):
+            unverified.append(RecordRef.of(record))
+        elif (found := compared(evaluator, record, inputs)) is not None:
+            mismatches.append(found)
     return ReplayReport(
         build=build_digest,
         records=total,
         disclosed=disclosed,
-        reproduced=disclosed - len(mismatches),
+        reproduced=disclosed - len(mismatches) - len(unverified),
+        not_reproducible=tuple(unverified),
         mismatches=tuple(mismatches),
         other_builds=counts(others),
         other_events=other_events,

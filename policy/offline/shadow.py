@@ -89,7 +89,13 @@ class Shadow:
         key = input_key(inputs) if key is None else key
         found = self._by_input.get(key)
         if found is None:
-            d = disclose(self.ir, inputs.objective, inputs.observations, context=inputs.coordinates)
+            d = disclose(
+                self.ir,
+                inputs.objective,
+                inputs.observations,
+                context=inputs.coordinates,
+                principal=inputs.principal,
+            )
             found = (d, disclosure_summary(d))
             _keep(self._by_input, key, found, self.cache_size)
         if context_ref is not None:
@@ -121,6 +127,7 @@ class Shadow:
         call: Call,
         now: int,
         baseline: Decision,
+        principal: Mapping[str, Any] | None = None,
     ) -> CallChange | None:
         """How the candidate would decide ``call`` on ``state`` (the context as the promoted
         build sees it: its history is kept, its disclosure is the candidate's of the context's
@@ -134,7 +141,7 @@ class Shadow:
                     raise ValueError("a context's resolution inputs are needed to shadow its call")
                 disclosure = self.disclosed(inputs(), state.context_ref)[0]
             candidate_state = replace(state, disclosure=disclosure)
-        decision = decide(self.ir, candidate_state, call, now)
+        decision = decide(self.ir, candidate_state, call, now, principal)
         before = CallOutcome(baseline.outcome, baseline.reason)
         after = CallOutcome(decision.outcome, decision.reason)
         if before == after:

@@ -24,10 +24,11 @@ from seif.cli.output import (
     warn,
 )
 from seif.cli.parsing import command
-from seif.cli.tool import add_context_options, context_coordinates
+from seif.cli.tool import add_context_options, context_coordinates, context_principal
 
 EXAMPLE = (
     "seif eval --project p.json --objective authoring --environment production "
+    '--claims \'{"groups": ["authors"]}\' '
     '--call propose-change --arguments \'{"summary": "x"}\' --approved'
 )
 
@@ -87,10 +88,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             source,
             objective=args.objective,
             coordinates=context_coordinates(args),
+            principal=context_principal(args),
             fixtures=args.fixtures,
             call=call,
         )
-    except AuthoringError as exc:  # an objective it does not have: a usage error
+    except AuthoringError as exc:  # an objective it does not have, bad claims: a usage error
         return _refuse(args, exc.diagnostics, EXIT_USAGE)
     if args.json:
         emit_json(document(report))

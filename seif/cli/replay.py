@@ -160,12 +160,23 @@ def _replay(log: TraceLog, report: ReplayReport) -> Iterator[str]:
     yield f"  other events: {report.other_events}"
     if log.torn:
         yield f"  left out a torn final record ({log.torn} bytes)"
+    for ref in report.not_reproducible:
+        yield (
+            f"NOT REPRODUCIBLE {_ref(ref)}: its rules read principal.subject, recorded as a "
+            "keyed fingerprint"
+        )
     for mismatch in report.mismatches:
         yield from _mismatch(mismatch)
+    unverified = len(report.not_reproducible)
     if report.mismatches:
         yield f"FAIL: {len(report.mismatches)} of {report.disclosed} disclosures do not reproduce"
     elif not report.ok:
         yield f"FAIL: no DISCLOSED record of {report.build} in the log"
+    elif unverified:
+        yield (
+            f"OK: {report.reproduced} of {report.disclosed} disclosures reproduce exactly; "
+            f"{unverified} not reproducible (a rule reads principal.subject)"
+        )
     else:
         yield f"OK: all {report.disclosed} disclosures reproduce exactly"
 

@@ -32,7 +32,7 @@ from seif.cli.parsing import command, subcommands
 USAGE_CODES = frozenset({
     "FILE_UNREADABLE", "FILE_UNWRITABLE", "JSON_SYNTAX", "SEIF_SYNTAX", "ARGUMENTS_NOT_JSON",
     "INVALID_ID", "FIELD_INVALID", "FIELD_TYPE_UNKNOWN", "TEMPLATE_UNKNOWN", "ARGUMENTS_TWICE",
-    "BINDINGS_INVALID",
+    "BINDINGS_INVALID", "CLAIMS_INVALID",
 })  # fmt: skip
 """Codes of a malformed option or an unreadable input: exit 2 (the others refuse: exit 1)."""
 
@@ -107,18 +107,35 @@ def _check_call(check: argparse.ArgumentParser) -> None:
 
 
 def add_context_options(parser: argparse.ArgumentParser) -> None:
-    """``--consumer``, ``--environment``, ``--deployment`` and ``--fixtures``: the simulated
-    context's coordinates and its tools' availability (check-call and eval)."""
+    """``--consumer``, ``--environment``, ``--deployment``, ``--claims``, ``--subject`` and
+    ``--fixtures``: the simulated context's coordinates, who resolves it and calls (its
+    principal) and its tools' availability (check-call and eval)."""
     for name in COORDINATE_FIELDS:
         parser.add_argument(
             f"--{name}", metavar=name[0].upper(), help=f"the context's {name} (context.{name})"
         )
+    parser.add_argument(
+        "--claims",
+        metavar="JSON",
+        help="the caller's claims, a JSON object (principal.claims): each a string, a number, "
+        "a boolean or a list of strings",
+    )
+    parser.add_argument("--subject", metavar="S", help="the caller's subject (principal.subject)")
     parser.add_argument(
         "--fixtures",
         choices=("current", "project"),
         default="current",
         help="availability: every tool READY as declared (default), or the project's toolFixtures",
     )
+
+
+def context_principal(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The principal ``--subject`` and ``--claims`` give (None: neither, as a test without
+    ``principal``); ``AuthoringError`` ``CLAIMS_INVALID`` for claims that are not a JSON object
+    of claims."""
+    from compiler.authoring.simulate import principal_given  # noqa: PLC0415
+
+    return principal_given(args.subject, args.claims)
 
 
 def context_coordinates(args: argparse.Namespace) -> dict[str, str]:
@@ -268,6 +285,7 @@ def cmd_check_call(args: argparse.Namespace) -> int:
             approved=args.approved,
             fixtures=args.fixtures,
             coordinates=context_coordinates(args),
+            principal=context_principal(args),
         )
     except AuthoringError as exc:
         return _refuse(args, exc.diagnostics, None)

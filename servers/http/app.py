@@ -161,7 +161,7 @@ async def resolve(request: web.Request) -> web.Response:
     credential = await bearer(request, "context.resolve")
     asked = decode(ResolveRequest, await bodies.read_json(request))
     turn = _live_turn(request, credential, asked.turn_id)
-    answer = await request.app[RUNTIME].contexts.resolve(asked, turn, credential.id)
+    answer = await request.app[RUNTIME].contexts.resolve(asked, turn, credential)
     return web.Response(body=answer, content_type="application/json")
 
 
@@ -169,7 +169,7 @@ async def execute(request: web.Request) -> web.Response:
     credential = await bearer(request, "tools.execute")
     asked = decode(ExecuteRequest, await bodies.read_json(request))
     _live_turn(request, credential, asked.turn_id)
-    return json_response(await request.app[RUNTIME].dispatcher.execute(asked, credential.id))
+    return json_response(await request.app[RUNTIME].dispatcher.execute(asked, credential))
 
 
 async def approve(request: web.Request) -> web.Response:
@@ -194,7 +194,7 @@ async def approval_status(request: web.Request) -> web.Response:
             raise Refused(ErrorCode.BAD_REQUEST, f"`{name}` is not Unicode text") from None
         if len(value) > MAX_ID_LENGTH:
             raise Refused(ErrorCode.CONTEXT_UNKNOWN)
-    status = await request.app[RUNTIME].approvals.approval_status(ref, call_id, credential.id)
+    status = await request.app[RUNTIME].approvals.approval_status(ref, call_id, credential)
     return json_response(status)
 
 
@@ -215,7 +215,7 @@ async def pending(request: web.Request) -> web.Response:
 async def report(request: web.Request) -> web.Response:
     credential = await bearer(request, "context.resolve")
     asked = decode(ReportRequest, await bodies.read_json(request))
-    await request.app[RUNTIME].contexts.report(asked, credential.id)
+    await request.app[RUNTIME].contexts.report(asked, credential)
     body: answers.Accepted = {"accepted": True}
     return json_response(body, status=HTTPStatus.ACCEPTED)
 
@@ -234,7 +234,7 @@ async def traces(request: web.Request) -> web.Response:
     except ValueError:  # JsonError: not Unicode text (no record can name it)
         raise Refused(ErrorCode.BAD_REQUEST, "`contextRef` is not Unicode text") from None
     if credential.scopes & APPLICATION_SCOPES and (
-        len(ref) > MAX_ID_LENGTH or request.app[RUNTIME].contexts.owned(ref, credential.id) is None
+        len(ref) > MAX_ID_LENGTH or request.app[RUNTIME].contexts.owned(ref, credential) is None
     ):
         raise Refused(ErrorCode.CONTEXT_UNKNOWN)
 

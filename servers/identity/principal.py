@@ -60,6 +60,13 @@ class Authenticated:
     principal: Principal
     granting: Mapping[str, tuple[str, ...]] | None = None
 
+    @property
+    def owner(self) -> tuple[str, str | None, str | None]:
+        """Whose what a request resolves is, as a key held in memory: the credential (or
+        issuer and client) and the subject (never stored: the store keeps its keyed
+        fingerprint, ``servers.runtime.callers``)."""
+        return (self.id, self.principal.issuer, self.principal.subject)
+
     @staticmethod
     def static(credential_id: str, scopes: frozenset[str]) -> Authenticated:
         """A static credential's: the principal of an application alone."""

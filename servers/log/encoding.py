@@ -58,8 +58,10 @@ damage, never what a crash mid-append leaves. (A ``DISCLOSED`` record, the large
 a few hundred bytes per tool of its build; requests are bounded to 1 MiB.)"""
 
 _FORBIDDEN_NORMALIZED = frozenset(k.replace("_", "") for k in FORBIDDEN_FIELDS)
-_ID_KEYED = frozenset({"observations"})
-"""Maps whose keys are ids (tool ids may be `output` or `token`), not field names."""
+_ID_KEYED = frozenset({"observations", "claims"})
+"""Maps whose keys are ids (tool ids may be `output` or `token`), not field names: a
+principal's ``claims`` are keyed by the claim names an issuer's ``claims`` allowlist names (the
+operator's choice of policy inputs, recorded as given), whatever they are."""
 
 
 class DecisionLogError(ValueError):

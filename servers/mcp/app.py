@@ -125,8 +125,8 @@ class _Sessions(StreamableHTTPSessionManager):
 
     def _admit_session(self, requestor: Any) -> Any:
         if requestor is not None:
-            held = sum(
-                owner == requestor
+            held = sum(  # by client: a credential's users share its budget
+                owner["client_id"] == requestor["client_id"]
                 for manager in self._every
                 for owner in manager._session_owners.values()
             )

@@ -35,6 +35,7 @@ from policy.json.strict import JsonError, dump_bytes, loads
 from servers.http import bodies
 from servers.http.app import bearer
 from servers.http.bodies import error_response
+from servers.identity.principal import Authenticated
 from servers.mcp import bridge, fast, origins
 from servers.mcp.handlers import Asked
 from servers.mcp.mounted import MOUNTED, Mounted
@@ -77,14 +78,22 @@ async def handle(request: web.Request) -> web.StreamResponse:
             answer = _rpc_error(INVALID_REQUEST, refused.message, refused.status)
             answer.headers["Retry-After"] = "1"
             return answer
-        return await _handled(request, mounted, credential.id, objective)
+        return await _handled(request, mounted, credential, objective)
 
 
 async def _handled(
-    request: web.Request, mounted: Mounted, credential: str, objective: str
+    request: web.Request, mounted: Mounted, credential: Authenticated, objective: str
 ) -> web.StreamResponse:
+    who = credential.principal  # the SDK's sessions belong to the client, issuer and subject
+    token = AccessToken(
+        token="",
+        client_id=credential.id,
+        scopes=[],
+        subject=who.subject,
+        claims=None if who.issuer is None else {"iss": who.issuer},
+    )
     extra: dict[str, Any] = {
-        "user": AuthenticatedUser(AccessToken(token="", client_id=credential, scopes=[])),
+        "user": AuthenticatedUser(token),
         "seif.credential": credential,
         "seif.objective": objective,
         "seif.coordinates": _coordinates(request),
@@ -106,7 +115,10 @@ async def _handled(
             return await fast.answer(request.app, found, mounted.server_info)
         if not fast.wants_progress(message):
             manager = mounted.plain[objective]
-    with _answering(mounted, request, (credential, objective), message) as (refused, answered):
+    with _answering(mounted, request, (credential.id, objective), message) as (
+        refused,
+        answered,
+    ):
         if refused is not None:
             return refused
         return await _served(manager, request, body, extra, answered)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy import reasons as R
+from servers.identity.principal import Authenticated
 from servers.runtime.service import Runtime
 from servers.wire import reasons
 from servers.wire.answers import Receipt
@@ -46,7 +47,7 @@ class CallRequest:
     tool: str
     call_id: str
     arguments: Any
-    credential: str
+    credential: Authenticated
     own: bool = False
     """Whether the call id is this request's own (made up for it): no later request can name
     the call, so once its client leaves, nobody can take the call's answer."""

@@ -31,6 +31,7 @@ import mcp_types as mt
 
 from policy.engine.disclosure import Disclosure, availability
 from policy.reasons import TOOL_INCOMPATIBLE, TOOL_UNAVAILABLE, UPSTREAM_CHANGED
+from servers.identity.principal import Authenticated
 from servers.mcp.results import tools_result
 from servers.runtime.service import Opened, Runtime
 from servers.support import bounded, memo
@@ -65,7 +66,7 @@ class Wanted:
 
     key: Hashable
     request: ResolveRequest
-    credential: str
+    credential: Authenticated
 
 
 class Contexts:
@@ -118,7 +119,7 @@ class Contexts:
         self._live.admit(
             wanted.key,
             live,
-            owner=wanted.credential,
+            owner=wanted.credential.id,  # the credential's budget: all its users together
             limit=MAX_CONTEXTS,
             per_owner=MAX_CONTEXTS_PER_CREDENTIAL,
             finished=lambda entry: now >= entry.opened.expires_at,

@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from policy.json.strict import dump_bytes
 from servers.http.app import RUNTIME
+from servers.identity.principal import Authenticated
 from servers.mcp.calls import Alive, CallRequest, Progress, always, call
 from servers.mcp.contexts import Fresh, Live, Wanted
 from servers.mcp.mounted import MOUNTED
@@ -42,7 +43,7 @@ replica's request of it (which may wait that long, then run the tool)."""
 class Asked:
     """One request as the handlers need it: who, where, in which session (if any)."""
 
-    credential: str
+    credential: Authenticated
     objective: str
     coordinates: Mapping[str, str]
     session: str | None
@@ -57,11 +58,12 @@ class Asked:
         (a session's coordinates are part of its key too: a request naming others gets a
         context of its own, never another's)."""
         coords = tuple(self.coordinates.get(c, "") for c in COORDINATES)
-        key: tuple[str, ...]
-        if self.session is not None:  # the SDK checked it is a session this credential opened
-            key = ("session", self.credential, self.objective, self.session, *coords)
+        owner = self.credential.owner  # the credential and the subject: a user's own context
+        key: tuple[object, ...]
+        if self.session is not None:  # the SDK checked it is a session this caller opened
+            key = ("session", owner, self.objective, self.session, *coords)
         else:
-            key = ("credential", self.credential, self.objective, *coords)
+            key = ("credential", owner, self.objective, *coords)
         request = ResolveRequest(
             objective=self.objective,
             consumer=self.coordinates.get("consumer"),
@@ -140,7 +142,7 @@ async def _call_once(
     if not call_id.named:
         return await _call_here(app, asked, name, call_id.value, progress, renewed, own=True)
     mounted = app[MOUNTED]
-    key = (asked.credential, asked.objective, call_id.value)
+    key = (asked.credential.id, asked.objective, call_id.value)  # serialized per application
     across = app[RUNTIME].exclusive(  # and one at a time across replicas: a request of it on
         json.dumps(["mcp-call", *key]),  # another may wait for its approval, then one call
         mounted.options.approval_wait_s + NAMED_CALL_SLACK_S,

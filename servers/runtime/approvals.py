@@ -19,6 +19,7 @@ from policy import reasons as R
 from policy.engine.decision import Decision
 from policy.engine.state import Call
 from policy.json.canonical import EncodingError
+from servers.identity.principal import Authenticated
 from servers.runtime import events
 from servers.runtime.contexts import Contexts
 from servers.runtime.held import HeldCalls, waiting
@@ -207,7 +208,7 @@ class Approvals:
         return False
 
     async def approval_status(
-        self, context_ref: str, call_id: str, credential: str
+        self, context_ref: str, call_id: str, credential: Authenticated
     ) -> ApprovalStatus:
         """``GET /v1/context/tools/approvals/{contextRef}/{callId}``: ``REJECTED`` after a
         reject; ``APPROVED`` while an unexpired approval of the call exists and the call has

@@ -1,6 +1,7 @@
 """Contexts: resolving one (its disclosure decided by the engine, saved, then its ``DISCLOSED``
-record logged), finding one again for the credential that resolved it, and the engine's view of
-it (:class:`~policy.engine.state.ContextState`: as resolved, plus its intents and approvals).
+record logged), finding one again for the caller that resolved it (its credential and subject:
+:mod:`servers.runtime.callers`), and the engine's view of it
+(:class:`~policy.engine.state.ContextState`: as resolved, plus its intents and approvals).
 
 A context never changes once saved, so what is derived from it is kept (bounded:
 :mod:`servers.support.memo`): its resolved state, and each context's intents as this process
@@ -23,7 +24,9 @@ from policy.json.canonical import canonical_cbor, decode_canonical_cbor
 from policy.json.value import thaw
 from servers.executor.interface import Executors, Observation
 from servers.executor.observing import Observer
+from servers.identity.principal import Authenticated
 from servers.runtime import events, redact
+from servers.runtime.callers import Caller, resolver_of
 from servers.runtime.metrics import Metrics
 from servers.runtime.readiness import Readiness, required_tools
 from servers.runtime.records import Recorder
@@ -120,7 +123,13 @@ class Contexts:
 
     # ------------------------------------------------------------------ resolve
 
-    async def resolve(self, request: ResolveRequest, turn_id: str | None, credential: str) -> bytes:
+    def caller(self, found: Authenticated) -> Caller:
+        """Who an authenticated request is, as this runtime keys, decides and records by."""
+        return Caller.of(found, self._recorder.fingerprint_key)
+
+    async def resolve(
+        self, request: ResolveRequest, turn_id: str | None, credential: Authenticated
+    ) -> bytes:
         """The answer's JSON body (:meth:`open`); its input-determined parts are computed once
         (pure)."""
         opened = await self.open(request, turn_id, credential)
@@ -128,11 +137,15 @@ class Contexts:
             context_ref=opened.context_ref, build=self._build.digest, expires_at=opened.expires_at
         )
 
-    async def open(self, request: ResolveRequest, turn_id: str | None, credential: str) -> Opened:
+    async def open(
+        self, request: ResolveRequest, turn_id: str | None, credential: Authenticated
+    ) -> Opened:
         """Resolve a new context (saved, then its ``DISCLOSED`` record logged): refused
         ``OBJECTIVE_UNKNOWN``, ``RESOLUTION_BLOCKED`` (logged too), or the context.
-        ``credential`` (the resolving credential's id) owns it: it is stored with it and named
-        in its ``DISCLOSED`` record, and to any other credential the context does not exist."""
+        ``credential`` owns it: its id and subject (fingerprinted) are stored with it, its id
+        named in its ``DISCLOSED`` record with the recorded principal (for a token of an
+        issuer), and to any other credential or subject the context does not exist."""
+        caller = self.caller(credential)
         objective = request.objective
         coords = {
             "consumer": request.consumer or "",
@@ -142,21 +155,24 @@ class Contexts:
         }
         observations = await self._observer.observe_all(self.ir.candidate_tools.get(objective, ()))
         now = self._clock()
-        found = self._resolved.get(self.ir, objective, observations, coords)
+        found = self._resolved.get(self.ir, objective, observations, coords, caller.principal)
         disclosure = found.disclosure
         if disclosure.reason == R.OBJECTIVE_UNKNOWN:
             message = f"objective `{objective[:64]}` is not declared by this build"
             raise Refused(ErrorCode.OBJECTIVE_UNKNOWN, message)
         coords["objective"] = objective
         context_ref = "ctx_" + secrets.token_urlsafe(18) if disclosure.resolved else None
-        job = self._shadowing.resolution(context_ref, coords, now, observations, found.summary)
+        job = self._shadowing.resolution(
+            context_ref, coords, now, observations, found.summary, caller.principal
+        )
         mark = self._shadowing.mark(job)
         fields = {
             "objective": objective,
             "resolvedAt": now,
             "observations": found.observations or observations,
             "disclosure": found.summary,
-            "credential": credential,
+            "credential": caller.credential,
+            **caller.fields(),
         }
         disclosed = self._recorder.prepared("DISCLOSED", context_ref, coords, **fields, **mark)
         if context_ref is None:
@@ -165,7 +181,7 @@ class Contexts:
             causes, omitted = events.blocked_causes(disclosure)
             raise Refused(ErrorCode.RESOLUTION_BLOCKED, causes=causes, omitted=omitted)
         encoded = found.observations.cbor if found.observations else canonical_cbor(observations)
-        row = self._row(context_ref, coords, encoded, now, turn_id, credential)
+        row = self._row(context_ref, coords, encoded, now, turn_id, caller)
         await self.store.save_context_async(row, record=disclosed)  # saved, then logged
         self._shadowing.put(job, mark)
         memo.keep(self._disclosed, context_ref, disclosure)
@@ -181,7 +197,7 @@ class Contexts:
         observations: bytes,
         now: int,
         turn_id: str | None,
-        credential: str,
+        caller: Caller,
     ) -> ContextRow:
         return ContextRow(
             context_ref=context_ref,
@@ -193,7 +209,8 @@ class Contexts:
             expires_at=now + CONTEXT_TTL_MS,
             binding_revision=self._recorder.bindings.revision,
             turn_id=turn_id,
-            credential_id=credential,
+            credential_id=caller.credential,
+            principal=caller.recorded,
         )
 
     async def disclosed_again(self, opened: Opened) -> None:
@@ -207,13 +224,14 @@ class Contexts:
         )
         self._shadowing.put(opened.shadow_job, mark)
 
-    async def report(self, request: ReportRequest, credential: str) -> None:
+    async def report(self, request: ReportRequest, credential: Authenticated) -> None:
         """Log what the application says it bound for the model (``REPORTED``): 404
         ``CONTEXT_UNKNOWN`` for a context ``credential`` did not resolve."""
         row = self.owned(request.context_ref, credential)
         if row is None:
             raise Refused(ErrorCode.CONTEXT_UNKNOWN)
-        disclosed = {t.name for t in self.disclosure_of(row).tools}
+        subject = credential.principal.subject
+        disclosed = {t.name for t in self.disclosure_of(row, subject).tools}
         names = list(request.tools)
         await self._recorder.write(  # names shortened and counted: redact.names_field
             "REPORTED",
@@ -230,31 +248,52 @@ class Contexts:
         row = self.store.context(context_ref)
         return row if row is not None and row.build == self._build.digest else None
 
-    def owned(self, context_ref: str, credential: str) -> ContextRow | None:
-        """The context of this build that ``credential`` resolved; None for any other (a
-        leaked contextRef is no capability for another application)."""
+    def owned(self, context_ref: str, credential: Authenticated | Caller) -> ContextRow | None:
+        """The context of this build that ``credential`` resolved (the same credential, or
+        issuer and client, and the same subject); None for any other (a leaked contextRef is
+        no capability for another application, nor for another user of the same one)."""
         row = self.row(context_ref)
-        return row if row is not None and row.owned_by(credential) else None
+        if row is None:
+            return None
+        caller = credential if isinstance(credential, Caller) else self.caller(credential)
+        return row if caller.owns(row) else None
 
     def coordinates(self, context_ref: str) -> Mapping[str, Any]:
         """The context's coordinates (none for a context the store does not hold)."""
         row = self.store.context(context_ref)
         return row.coordinates if row is not None else {}
 
-    def disclosure_of(self, row: ContextRow) -> Disclosure:
-        """The context's disclosure, recomputed from its recorded observations (pure, so equal
-        to what was disclosed) after a restart or an eviction, cached otherwise."""
-        return self.resolved_state(row).disclosure
+    def disclosure_of(self, row: ContextRow, subject: str | None = None) -> Disclosure:
+        """The context's disclosure, recomputed from its recorded observations and principal
+        (pure, so equal to what was disclosed) after a restart or an eviction, cached
+        otherwise. ``subject``: the subject in clear, when its owner asks (see
+        :meth:`resolved_state`)."""
+        return self.resolved_state(row, subject).disclosure
 
-    def resolved_state(self, row: ContextRow) -> ContextState:
+    def resolved_state(self, row: ContextRow, subject: str | None = None) -> ContextState:
         """The context as resolved, before any call: immutable, so kept (at most
-        :data:`servers.support.memo.LIMIT` of them, the least recently used dropped first)."""
+        :data:`servers.support.memo.LIMIT` of them, the least recently used dropped first).
+
+        Its disclosure is recomputed with the principal recorded with it; the store keeps the
+        subject only as a fingerprint, so a ``when`` that reads ``principal.subject`` needs it
+        in clear: ``subject``, which its owner's requests give. Without it (an approver's
+        request) the fingerprint stands in, and that state is not kept (the next request of
+        its owner computes it again); a call is only ever decided on its owner's."""
         found = memo.cached(self._states, row.context_ref)
         if found is None:
             disclosure = self._disclosed.pop(row.context_ref, None)
+            keep = True
             if disclosure is None:
                 observations = thaw(decode_canonical_cbor(row.observations))
-                disclosure = disclose(self.ir, row.objective, observations, context=row.coordinates)
+                reads = self.ir.disclosure_principal.get(row.objective, frozenset())
+                keep = subject is not None or row.subject is None or not _subject_in(reads)
+                disclosure = disclose(
+                    self.ir,
+                    row.objective,
+                    observations,
+                    context=row.coordinates,
+                    principal=resolver_of(row, subject),
+                )
             found = ContextState(
                 context_ref=row.context_ref,
                 disclosure=disclosure,
@@ -262,7 +301,8 @@ class Contexts:
                 coordinates=disclosure_context(row.objective, row.coordinates),
                 fingerprint_key=self._recorder.fingerprint_key,
             )
-            memo.keep(self._states, row.context_ref, found)
+            if keep:
+                memo.keep(self._states, row.context_ref, found)
         return found
 
     def state_of(
@@ -270,10 +310,12 @@ class Contexts:
         row: ContextRow,
         intents: list[IntentRow] | None = None,
         approvals: list[ApprovalRow] | None = None,
+        subject: str | None = None,
     ) -> ContextState:
-        """The engine's view of a stored context: as resolved, plus its intents and approvals."""
+        """The engine's view of a stored context: as resolved, plus its intents and approvals
+        (``subject``: as :meth:`resolved_state` takes it)."""
         intents = self.store.intents(row.context_ref) if intents is None else intents
-        base = self.resolved_state(row)
+        base = self.resolved_state(row, subject)
         if approvals is None:
             approvals = self.store.approvals(row.context_ref)
         return with_history(base, intents, approvals)
@@ -282,3 +324,8 @@ class Contexts:
         """The context's intents as this process last knew them (read once, then kept up to
         date from its own commits)."""
         return self.intents.of(self.store, context_ref)
+
+
+def _subject_in(reads: frozenset[str]) -> bool:
+    """Whether a disclosure reading ``reads`` of ``principal`` may read its subject."""
+    return "subject" in reads or "*" in reads

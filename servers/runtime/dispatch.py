@@ -25,8 +25,10 @@ from policy.engine.disclosure import availability
 from policy.engine.state import Call, ContextState, with_history
 from policy.ir import Project
 from servers.executor.interface import Dispatch, Executors, Outcome, idempotency_key
+from servers.identity.principal import Authenticated
 from servers.runtime import events
 from servers.runtime.approvals import Approvals
+from servers.runtime.callers import Caller
 from servers.runtime.contexts import Contexts
 from servers.runtime.metrics import Metrics
 from servers.runtime.peers import PeerWaits
@@ -82,18 +84,20 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ deciding
 
-    async def execute(self, request: ExecuteRequest, credential: str) -> Receipt:
-        """The receipt of one call; a context ``credential`` did not resolve is unknown."""
+    async def execute(self, request: ExecuteRequest, credential: Authenticated) -> Receipt:
+        """The receipt of one call, made by ``credential`` (what its conditions read as
+        ``principal``); a context it did not resolve is unknown."""
         call = Call(
             tool=request.tool,
             call_id=request.call_id,
             arguments=request.arguments,
             approval_id=request.approval_id,
         )
-        row = self._contexts.owned(request.context_ref, credential)
+        caller = self._contexts.caller(credential)
+        row = self._contexts.owned(request.context_ref, caller)
         if row is None:
-            decision, job = self._decide(None, None, call, self._clock())
-            return await self._denied(None, call, decision, {}, job)
+            decision, job = self._decide(None, None, call, self._clock(), caller)
+            return await self._denied(None, call, decision, {}, job, caller)
         intents = self._contexts.known_intents(row.context_ref)
         wanted = self.ir.approval_tools  # by id, or by the function name the model saw
         approvals = (  # for other tools the context's approvals cannot change the decision
@@ -102,26 +106,34 @@ class Dispatcher:
             else []
         )
         now = self._clock()
-        state = self._contexts.state_of(row, intents, approvals)
-        decision, job = self._decide(row, state, call, now)
+        subject = credential.principal.subject
+        state = self._contexts.state_of(row, intents, approvals, subject)
+        decision, job = self._decide(row, state, call, now, caller)
         if decision.tool != call.tool:  # called by its function name: the id from here on
             call = replace(call, tool=decision.tool)
         if decision.outcome == DUPLICATE:
             return await self._duplicate(row, call)
         if decision.outcome != ALLOW:
-            return await self._denied(row, call, decision, row.coordinates, job)
+            return await self._denied(row, call, decision, row.coordinates, job, caller)
         assert decision.fingerprint is not None
-        return await self._claim(row, call, decision, Seen(intents, approvals, now), job)
+        seen = Seen(intents, approvals, now)
+        return await self._claim(row, call, decision, seen, job, caller, subject)
 
     def _decide(
-        self, row: ContextRow | None, state: ContextState | None, call: Call, now: int
+        self,
+        row: ContextRow | None,
+        state: ContextState | None,
+        call: Call,
+        now: int,
+        caller: Caller,
     ) -> tuple[Decision, CallJob | None]:
-        """The engine's decision of a call, counted (``seif_decisions_total``), and its job for
-        the shadow build, if one is loaded (compared once its record is logged)."""
-        decision = decide(self.ir, state, call, now)
+        """The engine's decision of a call made by ``caller``, counted
+        (``seif_decisions_total``), and its job for the shadow build, if one is loaded
+        (compared once its record is logged)."""
+        decision = decide(self.ir, state, call, now, caller.principal)
         if self._metrics is not None:
             self._metrics.decided(decision.outcome, decision.reason)
-        return decision, self._shadowing.call(row, state, call, now, decision)
+        return decision, self._shadowing.call(row, state, call, now, decision, caller.principal)
 
     async def _denied(
         self,
@@ -130,12 +142,13 @@ class Dispatcher:
         decision: Decision,
         coords: Mapping[str, Any],
         job: CallJob | None,
+        caller: Caller,
     ) -> Receipt:
         if row is not None:
             self._approvals.denied(row, call, decision)  # held, if it waits for an approval
         fields, mark = self._recorder.decision_fields(decision), self._shadowing.mark(job)
         ref = row.context_ref if row else None
-        await self._recorder.write("DENIED", ref, coords, **fields, **mark)
+        await self._recorder.write("DENIED", ref, coords, **fields, **caller.fields(), **mark)
         self._shadowing.put(job, mark)
         return events.receipt(
             call.call_id, call.tool, "DENIED", reason=decision.reason, decision=decision
@@ -167,7 +180,9 @@ class Dispatcher:
                 return events.receipt_status(intent.status), intent.reason
         return "UNKNOWN", None
 
-    async def receipt_of(self, context_ref: str, call_id: str, credential: str) -> Receipt | None:
+    async def receipt_of(
+        self, context_ref: str, call_id: str, credential: Authenticated
+    ) -> Receipt | None:
         """The duplicate receipt of a call made before in a context ``credential`` resolved
         (once the first request's outcome is known, if it is still running); None when no
         such call was made there."""
@@ -178,7 +193,7 @@ class Dispatcher:
         return await self._duplicate(row, Call(tool=intent.tool, call_id=call_id, arguments={}))
 
     async def made_before(
-        self, request: ExecuteRequest, credential: str, objective: str
+        self, request: ExecuteRequest, credential: Authenticated, objective: str
     ) -> Receipt | None:
         """The receipt of a call id ``credential`` made before for ``objective`` in another
         context of this build (an MCP client's call id names one call across its sessions):
@@ -186,42 +201,54 @@ class Dispatcher:
         ``CALL_CONFLICT`` (logged); None when it made no such call elsewhere. The engine
         decides, on that context as it was while it lived."""
         call = Call(tool=request.tool, call_id=request.call_id, arguments=request.arguments)
+        caller = self._contexts.caller(credential)
+        subject = credential.principal.subject
         for intent in self._store.intents_with_call(call.call_id):
-            row = self._contexts.owned(intent.context_ref, credential)
+            row = self._contexts.owned(intent.context_ref, caller)
             if intent.context_ref == request.context_ref or row is None:
                 continue
             if row.objective != objective:
                 continue
             then = min(self._clock(), row.expires_at - 1)
-            decision, job = self._decide(row, self._contexts.state_of(row), call, then)
+            state = self._contexts.state_of(row, subject=subject)
+            decision, job = self._decide(row, state, call, then, caller)
             if decision.outcome == DUPLICATE:
                 return await self._duplicate(row, replace(call, tool=decision.tool))
             if decision.reason == R.CALL_CONFLICT:
-                return await self._denied(row, call, decision, row.coordinates, job)
+                return await self._denied(row, call, decision, row.coordinates, job, caller)
         return None
 
-    async def _lost_the_race(self, row: ContextRow, call: Call) -> Receipt:
+    async def _lost_the_race(
+        self, row: ContextRow, call: Call, caller: Caller, subject: str | None
+    ) -> Receipt:
         """Another request claimed this call first: decide again on the stored state."""
-        state = self._contexts.state_of(row)
-        decision, job = self._decide(row, state, call, self._clock())
+        state = self._contexts.state_of(row, subject=subject)
+        decision, job = self._decide(row, state, call, self._clock(), caller)
         if decision.outcome == DUPLICATE:
             return await self._duplicate(row, call)
-        return await self._denied(row, call, decision, row.coordinates, job)
+        return await self._denied(row, call, decision, row.coordinates, job, caller)
 
     # ------------------------------------------------------------------ claiming
 
     async def _claim(
-        self, row: ContextRow, call: Call, decision: Decision, seen: Seen, job: CallJob | None
+        self,
+        row: ContextRow,
+        call: Call,
+        decision: Decision,
+        seen: Seen,
+        job: CallJob | None,
+        caller: Caller,
+        subject: str | None,
     ) -> Receipt:
         """Commit the intent durably (the store arbitrates: it decides again on the intents
         committed by then, unless they are the ``seen`` ones), then run the call."""
         fp = decision.fingerprint or ""
-        base = self._contexts.resolved_state(row)  # here: the writer thread touches no cache
-        ir = self.ir
+        base = self._contexts.resolved_state(row, subject)  # here: the writer touches no cache
+        ir, who = self.ir, caller.principal
 
         def still_allowed(intents: list[IntentRow]) -> bool:
             state = with_history(base, intents, seen.approvals)
-            return decide(ir, state, call, seen.now).outcome == ALLOW
+            return decide(ir, state, call, seen.now, who).outcome == ALLOW
 
         key = (row.context_ref, call.call_id)
         mark = self._shadowing.mark(job)
@@ -232,6 +259,7 @@ class Dispatcher:
             row.context_ref,
             row.coordinates,
             **self._recorder.decision_fields(decision),
+            **caller.fields(),
             **mark,
         )
         try:
@@ -258,7 +286,7 @@ class Dispatcher:
             # call (a PENDING row is another replica's, whose end duplicates read from the store)
             if created:
                 self._settled(key, event)
-            return await self._lost_the_race(row, call)
+            return await self._lost_the_race(row, call, caller, subject)
         self._shadowing.put(job, mark)  # its INTENT record is logged
         if existing is not None:
             self._contexts.intents.begun(existing)

@@ -1,7 +1,8 @@
 """What a resolution computes from its inputs alone, computed once per distinct input.
 
 The engine is pure: the disclosure of an objective depends only on the objective, the
-coordinates it reads (consumer, environment, deployment) and the observations. So do the
+coordinates it reads (consumer, environment, deployment), the observations and, where its rules
+read ``principal``, the principal. So do the
 ``DISCLOSED`` record's summary and observations (checked and encoded once, as log fragments; the
 context row keeps the same canonical CBOR of the observations), and
 every part of the resolve answer but the context ref and the expiry. :class:`ResolvedCache`
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy.engine.disclosure import Disclosure, disclose
+from policy.engine.principal import PrincipalValue
 from policy.ir import Project
 from policy.json.strict import dump_bytes
 from servers.log.encoding import DecisionLogError, Fragment, fragment
@@ -84,10 +86,11 @@ def _compute(
     objective: str,
     observations: Mapping[str, Mapping[str, Any]],
     coords: Mapping[str, Any],
+    principal: PrincipalValue | None,
     *,
     with_cbor: bool,
 ) -> Resolved:
-    d = disclose(ir, objective, observations, context=coords)
+    d = disclose(ir, objective, observations, context=coords, principal=principal)
     summary = events.disclosure_summary(d)
     if not with_cbor:
         return Resolved(d, summary, None, _tail(d))
@@ -110,20 +113,23 @@ class ResolvedCache:
         objective: str,
         observations: Mapping[str, Mapping[str, Any]],
         coords: Mapping[str, Any],
+        principal: PrincipalValue | None = None,
     ) -> Resolved:
         obs_key = _observations_key(observations)
         if obs_key is None or objective not in ir.objective_by_id:
-            return _compute(ir, objective, observations, coords, with_cbor=False)
+            return _compute(ir, objective, observations, coords, principal, with_cbor=False)
+        reads = ir.disclosure_principal.get(objective)  # the principal only where it is read
         key = (
             objective,
             str(coords.get("consumer") or ""),
             str(coords.get("environment") or ""),
             str(coords.get("deployment") or ""),
             obs_key,
+            principal if reads else None,
         )
         found = memo.cached(self._entries, key)
         if found is None:
-            found = _compute(ir, objective, observations, coords, with_cbor=True)
+            found = _compute(ir, objective, observations, coords, principal, with_cbor=True)
             if found.observations is not None:
                 memo.keep(self._entries, key, found, CACHE_ENTRIES)
         return found

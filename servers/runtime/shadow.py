@@ -25,12 +25,14 @@ from typing import Any
 
 from compiler.builds.build import Build
 from policy.engine.decision import Decision
+from policy.engine.principal import PrincipalValue
 from policy.engine.state import Call, ContextState
 from policy.json.canonical import decode_canonical_cbor
 from policy.json.value import thaw
 from policy.offline.recorded import Inputs, Summary
 from policy.offline.shadow import CACHE_SIZE, CALL, DISCLOSURE, FAILED, Shadow
 from servers.log.decision_log import Admitted, DecisionLogError, Fragment, fragment
+from servers.runtime.callers import resolver_of
 from servers.runtime.metrics import ShadowMetrics
 from servers.runtime.redact import shortened
 from servers.store.rows import ContextRow
@@ -64,6 +66,8 @@ class CallJob:
     call: Call
     at: int
     decision: Decision
+    principal: PrincipalValue | None = None
+    """Who made the call (what its conditions read as ``principal``)."""
 
     @property
     def context_ref(self) -> str | None:
@@ -96,9 +100,10 @@ def _written(write: WriteNow, records: list[Admitted]) -> None:
 
 
 def resolution_inputs(row: ContextRow) -> Inputs:
-    """A stored context's resolution inputs (its recorded observations, decoded)."""
+    """A stored context's resolution inputs (its recorded observations, decoded, and its
+    recorded principal, whose subject is a fingerprint)."""
     observations = thaw(decode_canonical_cbor(row.observations))
-    return Inputs(row.objective, row.coordinates, observations)
+    return Inputs(row.objective, row.coordinates, observations, resolver_of(row))
 
 
 class ShadowWorker:
@@ -230,7 +235,7 @@ class ShadowWorker:
             return None if change is None else self._fragment(change)
         row = job.row
         inputs = partial(resolution_inputs, row) if row is not None else None
-        call = self._shadow.call(job.state, inputs, job.call, job.at, job.decision)
+        call = self._shadow.call(job.state, inputs, job.call, job.at, job.decision, job.principal)
         if call is None:
             return None
         return {**call.to_json(), "tool": shortened(call.tool)}  # as the client sent it

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from policy.engine.decision import DUPLICATE, Decision
+from policy.engine.principal import PrincipalValue
 from policy.engine.state import Call, ContextState
 from policy.offline.recorded import Inputs, Summary
 from servers.log.decision_log import Admitted, Fragment, admit
@@ -49,13 +50,14 @@ class Shadowing:
         at: int,
         observations: Mapping[str, Mapping[str, Any]],
         baseline: Summary | Fragment,
+        principal: PrincipalValue | None = None,
     ) -> ResolveJob | None:
         """A resolution's job for the shadow: its inputs as its ``DISCLOSED`` record holds them
         (what a what-if reads back) and the promoted build's summary. None without a shadow:
         nothing is built then."""
         if self.shadow is None:
             return None
-        inputs = Inputs(coords["objective"], events.coordinates(coords), observations)
+        inputs = Inputs(coords["objective"], events.coordinates(coords), observations, principal)
         summary = baseline.value if isinstance(baseline, Fragment) else baseline
         return ResolveJob(context_ref, dict(coords), at, inputs, summary)
 
@@ -66,12 +68,13 @@ class Shadowing:
         call: Call,
         at: int,
         decision: Decision,
+        principal: PrincipalValue | None = None,
     ) -> CallJob | None:
-        """A call decision's job for the shadow: None without one, and for a duplicate (it is
-        not logged: it answers from the first call's record)."""
+        """A call decision's job for the shadow (made by ``principal``): None without one, and
+        for a duplicate (it is not logged: it answers from the first call's record)."""
         if self.shadow is None or decision.outcome == DUPLICATE:
             return None
-        return CallJob(row, state, call, at, decision)
+        return CallJob(row, state, call, at, decision, principal)
 
     def mark(self, job: Job | None) -> Mapping[str, Any]:
         """Room for ``job`` in the shadow's backlog: the mark its decision's record carries

@@ -84,13 +84,30 @@ class ContextRow:
     turn_id: str | None = None
     credential_id: str | None = None
     """The credential that resolved the context: to any other it does not exist."""
+    principal: Mapping[str, Any] | None = None
+    """Who resolved it, for a token of an issuer, as records carry it (``{issuer, clientId,
+    subject, claims}``, the subject a keyed fingerprint, never in clear); None for a static
+    credential (its principal is the credential's alone)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "coordinates", freeze(self.coordinates))
+        if self.principal is not None:
+            object.__setattr__(self, "principal", freeze(self.principal))
 
-    def owned_by(self, credential: str) -> bool:
-        """Whether ``credential`` resolved this context (one that names no owner has none)."""
-        return self.credential_id is not None and self.credential_id == credential
+    @property
+    def subject(self) -> str | None:
+        """The keyed fingerprint of the subject that resolved it (None: none, or a static
+        credential)."""
+        found = self.principal.get("subject") if self.principal is not None else None
+        return found if isinstance(found, str) else None
+
+    def owned_by(self, credential: str, subject: str | None = None) -> bool:
+        """Whether ``credential`` resolved this context, for the subject whose keyed
+        fingerprint is ``subject`` (None: a static credential, or a token without one); one
+        that names no owner has none."""
+        if self.credential_id is None or self.credential_id != credential:
+            return False
+        return self.subject == subject
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,7 +4,8 @@ It works on the plain declaration dict (defaults are filled in here, from the sp
 plain loops, jsonschema for argument validity and :mod:`policy.json.canonical` for argument
 identity, and nothing of ``policy.engine.disclosure`` or ``policy.engine.decision``. CEL is not
 re-implemented: the strategies draw expressions from the two tables below, each with its meaning
-written in Python (``None`` = the evaluation fails).
+written in Python (``None`` = the evaluation fails). The principal (who resolves and calls) is
+a plain dict ``{issuer, subject, clientId, claims}``, absent fields null (claims: none).
 """
 
 from __future__ import annotations
@@ -21,26 +22,50 @@ from policy.json.canonical import canonical_cbor, integral
 CONTEXT_TTL = 15 * 60 * 1000
 APPROVAL_TTL = 5 * 60 * 1000
 
-WHEN = {  # a rule's `when`, over the disclosure context
-    "true": lambda c: True,
-    "false": lambda c: False,
-    "context.environment != 'production'": lambda c: c["environment"] != "production",
-    "context.consumer == 'trial'": lambda c: c["consumer"] == "trial",
-    "context.objective == 'o0'": lambda c: c["objective"] == "o0",
-    "context.consumer + 1 == 2": lambda c: None,  # a string plus an int: no overload
+WHEN = {  # a rule's `when`, over the disclosure context and the principal
+    "true": lambda c, p: True,
+    "false": lambda c, p: False,
+    "context.environment != 'production'": lambda c, p: c["environment"] != "production",
+    "context.consumer == 'trial'": lambda c, p: c["consumer"] == "trial",
+    "context.objective == 'o0'": lambda c, p: c["objective"] == "o0",
+    "context.consumer + 1 == 2": lambda c, p: None,  # a string plus an int: no overload
+    "has(principal.claims.groups) && 'support' in principal.claims.groups": lambda c, p: (
+        "groups" in p["claims"] and "support" in p["claims"]["groups"]
+    ),
+    "principal.subject == 'u1'": lambda c, p: p["subject"] == "u1",
+    "principal.claims.level > 2": lambda c, p: (  # absent, or not a number: an error
+        p["claims"]["level"] > 2 if _number(p["claims"].get("level")) else None
+    ),
 }
-CONDITIONS = {  # a condition's `when`, over (args, context, call)
-    "true": lambda a, c, k: True,
-    "false": lambda a, c, k: False,
-    "call.count >= 1": lambda a, c, k: k["count"] >= 1,
-    "call.count >= 2": lambda a, c, k: k["count"] >= 2,
-    "call.callId == 'c1'": lambda a, c, k: k["callId"] == "c1",
-    "context.consumer == 'trial'": lambda a, c, k: c["consumer"] == "trial",
-    "args.n > 5": lambda a, c, k: a["n"] > 5 if "n" in a else None,
-    "has(args.n) && args.n > 5": lambda a, c, k: "n" in a and a["n"] > 5,
-    "args.s == 'x'": lambda a, c, k: a["s"] == "x" if "s" in a else None,
-    "has(args.s) && size(args.s) > 2": lambda a, c, k: "s" in a and len(a["s"]) > 2,
+CONDITIONS = {  # a condition's `when`, over (args, context, call, principal)
+    "true": lambda a, c, k, p: True,
+    "false": lambda a, c, k, p: False,
+    "call.count >= 1": lambda a, c, k, p: k["count"] >= 1,
+    "call.count >= 2": lambda a, c, k, p: k["count"] >= 2,
+    "call.callId == 'c1'": lambda a, c, k, p: k["callId"] == "c1",
+    "context.consumer == 'trial'": lambda a, c, k, p: c["consumer"] == "trial",
+    "args.n > 5": lambda a, c, k, p: a["n"] > 5 if "n" in a else None,
+    "has(args.n) && args.n > 5": lambda a, c, k, p: "n" in a and a["n"] > 5,
+    "args.s == 'x'": lambda a, c, k, p: a["s"] == "x" if "s" in a else None,
+    "has(args.s) && size(args.s) > 2": lambda a, c, k, p: "s" in a and len(a["s"]) > 2,
+    "'support' in principal.claims.groups": lambda a, c, k, p: (
+        "support" in p["claims"]["groups"] if "groups" in p["claims"] else None
+    ),
+    "principal.issuer == null || principal.clientId == 'web'": lambda a, c, k, p: (
+        p["issuer"] is None or p["clientId"] == "web"
+    ),
 }
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def principal_of(given: dict[str, Any] | None) -> dict[str, Any]:
+    """The principal as conditions read it: every field, absent ones null, claims a map."""
+    given = given or {}
+    fields = {k: given.get(k) for k in ("issuer", "subject", "clientId")}
+    return {**fields, "claims": dict(given.get("claims") or {})}
 
 
 def tokens(text: str) -> int:
@@ -131,7 +156,9 @@ def disclose(
     objective: str,
     observations: dict[str, Any],
     context: dict[str, str] | None = None,
+    principal: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    who = principal_of(principal)
     _, chosen = find(doc["objectives"], objective)
     if chosen is None:
         return resolution("BLOCKED", "OBJECTIVE_UNKNOWN", [], [], [], [], (0, 0, 0))
@@ -148,7 +175,7 @@ def disclose(
         where = f"/profiles/{p}/toolRules/{r}"
         reason = None
         if "when" in rule:
-            value = WHEN[rule["when"]](ctx)
+            value = WHEN[rule["when"]](ctx, who)
             reason = {True: None, False: "CONDITION_NOT_MET", None: "CONDITION_ERROR"}[value]
         if reason is None:
             obs = observations.get(tool["id"])
@@ -251,8 +278,10 @@ def decide(
     arguments: Any,
     approval_id: str | None,
     now: int,
+    principal: dict[str, Any] | None = None,
 ) -> tuple[str, str | None, str | None]:
-    """(outcome, reason, pointer of the deciding condition or None)."""
+    """(outcome, reason, pointer of the deciding condition or None), the call made by
+    ``principal``."""
     if state is None:
         return "DENY", "CONTEXT_UNKNOWN", None
     if now >= state["expires"]:
@@ -280,7 +309,9 @@ def decide(
             continue
         for c, condition in enumerate(rule.get("conditions", [])):
             call = {"tool": tool_id, "callId": call_id, "count": count}
-            value = CONDITIONS[condition["when"]](arguments, state["context"], call)
+            value = CONDITIONS[condition["when"]](
+                arguments, state["context"], call, principal_of(principal)
+            )
             where = f"/profiles/{p}/toolRules/{r}/conditions/{c}"
             if value is None:
                 return "DENY", "CONDITION_ERROR", where

@@ -86,11 +86,18 @@ def disclosed_record(
     *,
     at: int = 1_800_000_000_000,
     context_ref: str = "ctx_1",
+    credential: str | None = None,
+    principal: Mapping[str, Any] | None = None,
+    resolved_by: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A ``DISCLOSED`` record with the fields ``servers.runtime.service.Runtime.resolve`` logs."""
+    """A ``DISCLOSED`` record with the fields ``servers.runtime.service.Runtime.resolve`` logs:
+    resolved by ``credential`` (a static credential's principal) or by a token whose recorded
+    principal is ``principal`` (its subject a fingerprint); ``resolved_by``: the principal the
+    disclosure was made with, when not the recorded one (a subject in clear)."""
     coords = {k: (coordinates or {}).get(k) or "" for k in ("consumer", "environment")}
     coords |= {"deployment": "", "trace": ""}
-    disclosure = disclose(ir, objective, observations, context=coords)
+    who = resolved_by or principal or ({"clientId": credential} if credential else None)
+    disclosure = disclose(ir, objective, observations, context=coords, principal=who)
     record = {
         "event": "DISCLOSED",
         "at": at,
@@ -105,6 +112,10 @@ def disclosed_record(
     }
     if disclosure.resolved:
         record["contextRef"] = context_ref
+    if credential is not None:
+        record["credential"] = credential
+    if principal is not None:
+        record["principal"] = dict(principal)
     return record
 
 

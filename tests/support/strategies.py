@@ -219,6 +219,18 @@ COORDINATES = st.fixed_dictionaries(
     },
 )
 
+PRINCIPALS = st.sampled_from(
+    [
+        None,  # no one known
+        {"clientId": "web"},  # a static credential's
+        {"issuer": "corp", "subject": "u1", "clientId": "web", "claims": {"groups": ["support"]}},
+        {"issuer": "corp", "subject": "u2", "clientId": "app", "claims": {"groups": []}},
+        {"issuer": "corp", "subject": "u1", "claims": {"level": 3, "groups": ["ops"]}},
+        {"issuer": "corp", "subject": "u3", "claims": {"level": "high"}},
+    ]
+)
+"""Who resolves and calls, for the principal-reading rules of the reference model's tables."""
+
 CALL_IDS = st.sampled_from(["c1", "c2", "c3", "c4"])
 APPROVAL_IDS = st.sampled_from(["a1", "a2", "a3"])
 

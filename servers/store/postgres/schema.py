@@ -42,7 +42,7 @@ from servers.store.rows import (
 )
 from servers.support.memo import remembered
 
-PG_SCHEMA_VERSION = 5
+PG_SCHEMA_VERSION = 6
 MIGRATION_LOCK = 0x5E1F_0019_5C4E_3A01
 """The advisory lock key (one 64-bit integer) the migrations hold; any constant, used only here."""
 
@@ -286,12 +286,19 @@ ALTER TABLE held_calls ADD COLUMN requester_gone boolean NOT NULL DEFAULT false;
 so that every replica lists the mark and refuses to approve the call; calls held before it have
 their requester (``false``). A constant default: no row is rewritten."""
 
+PRINCIPAL_V6 = """
+ALTER TABLE contexts ADD COLUMN principal text;
+"""
+"""Version 6: who resolved each context with an issuer's token (``servers.store.rows``: a
+context belongs to that subject on every replica); NULL for a static credential and before."""
+
 MIGRATIONS = {
     1: SCHEMA_V1 + WRITES_V1,
     2: HELD_V2,
     3: COMPLETE_V3,
     4: KEY_CHECK_V4,
     5: GONE_V5,
+    6: PRINCIPAL_V6,
 }
 """What brings a database from version ``n - 1`` to ``n``; version 0 is an empty database."""
 
@@ -299,7 +306,7 @@ INTENT_COLUMNS = "context_ref, call_id, tool, fingerprint, status, reason, creat
 APPROVAL_COLUMNS = "approval_id, context_ref, tool, call_id, fingerprint, expires_at, approver_id"
 CONTEXT_COLUMNS = (
     "context_ref, build, objective, coordinates, observations, resolved_at, expires_at,"
-    " binding_revision, turn_id, credential_id"
+    " binding_revision, turn_id, credential_id, principal"
 )
 INTENTS_OF_CONTEXT = f"SELECT {INTENT_COLUMNS} FROM intents WHERE context_ref = %s ORDER BY seq"
 INTENTS_WITH_CALL = f"SELECT {INTENT_COLUMNS} FROM intents WHERE call_id = %s ORDER BY seq"
@@ -433,7 +440,12 @@ def row_fields(row: Any) -> dict[str, Any]:
 
 
 def context_row(found: Mapping[str, Any]) -> ContextRow:
-    return ContextRow(**{**found, "coordinates": loads(found["coordinates"])})
+    principal = found.get("principal")
+    decoded = {
+        "coordinates": loads(found["coordinates"]),
+        "principal": None if principal is None else loads(principal),
+    }
+    return ContextRow(**{**found, **decoded})
 
 
 _CANONICAL: dict[bytes, bool] = {}
@@ -453,7 +465,12 @@ def context_params(row: ContextRow) -> dict[str, Any]:
     if row.credential_id is not None:
         check_id("credential_id", row.credential_id)
     remembered(_CANONICAL, row.observations, _canonical, 256)
-    return {**row_fields(row), "coordinates": canonical_json(row.coordinates)}
+    principal = None if row.principal is None else canonical_json(row.principal)
+    return {
+        **row_fields(row),
+        "coordinates": canonical_json(row.coordinates),
+        "principal": principal,
+    }
 
 
 def turn_params(row: TurnRow) -> dict[str, Any]:

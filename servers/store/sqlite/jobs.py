@@ -80,8 +80,11 @@ def context_job(row: ContextRow) -> Callable[[sqlite3.Connection], None]:
         check_id("credential_id", row.credential_id)
     remembered(_CANONICAL_OBSERVATIONS, row.observations, _canonical, 256)
     coordinates = _coordinates_json(row.coordinates)
+    principal = None if row.principal is None else canonical_json(row.principal)
     exists = f"context `{row.context_ref}` exists"
-    return lambda db: insert_once(db, "contexts", row, exists, coordinates=coordinates)
+    return lambda db: insert_once(
+        db, "contexts", row, exists, coordinates=coordinates, principal=principal
+    )
 
 
 def complete_job(

@@ -157,7 +157,8 @@ def _insert(db: sqlite3.Connection, table: str, rows: list[Any]) -> int:
 def _encoded(row: Any) -> dict[str, object]:
     """The columns stored encoded (as ``servers.store.sqlite.jobs`` writes them)."""
     if isinstance(row, ContextRow):
-        return {"coordinates": canonical_json(row.coordinates)}
+        principal = None if row.principal is None else canonical_json(row.principal)
+        return {"coordinates": canonical_json(row.coordinates), "principal": principal}
     return {}
 
 
@@ -171,11 +172,14 @@ def _context_row(record: dict[str, Any]) -> ContextRow | None:
     ref, build, objective = record.get("contextRef"), record.get("build"), record.get("objective")
     resolved, coordinates = record.get("resolvedAt"), record.get("coordinates")
     revision, owner = record.get("bindingRevision"), record.get("credential")
+    principal = record.get("principal")
     if not (_valid_id(ref) and _valid_id(build) and _valid_id(objective)):
         return None
     if type(resolved) is not int or not isinstance(coordinates, dict):
         return None
     if revision is not None and type(revision) is not int:
+        return None
+    if principal is not None and not isinstance(principal, dict):
         return None
     try:
         observations = canonical_cbor(record.get("observations", {}))
@@ -191,6 +195,7 @@ def _context_row(record: dict[str, Any]) -> ContextRow | None:
         expires_at=resolved + CONTEXT_TTL_MS,
         binding_revision=revision,
         credential_id=owner if _valid_id(owner) else None,  # none: it belongs to no one
+        principal=principal,  # with the subject's fingerprint: it belongs to that subject
     )
 
 

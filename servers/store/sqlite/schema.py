@@ -10,7 +10,7 @@ from typing import Any
 from policy.json.strict import loads
 from servers.store.rows import ApprovalRow, ContextRow, IntentRow
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE contexts (
@@ -23,7 +23,8 @@ CREATE TABLE contexts (
     expires_at INTEGER NOT NULL,
     binding_revision INTEGER,
     turn_id TEXT,
-    credential_id TEXT
+    credential_id TEXT,
+    principal TEXT
 ) STRICT;
 CREATE TABLE intents (
     context_ref TEXT NOT NULL,
@@ -70,6 +71,10 @@ context of an older runtime, which then belongs to no credential: fail closed)."
 CALL_INDEX_SCHEMA = "CREATE INDEX IF NOT EXISTS intents_by_call ON intents (call_id);"
 """Version 4: intents by call id, whatever their context (an MCP client's call id names one
 call of its credential and objective across its sessions: ``Store.intents_with_call``)."""
+PRINCIPAL_SCHEMA = "ALTER TABLE contexts ADD COLUMN principal TEXT;"
+"""Version 5: who resolved each context with a token of an issuer (canonical JSON of
+``{issuer, clientId, subject, claims}``, the subject a keyed fingerprint); NULL for a static
+credential, and for a context of an older runtime (which then belongs to no subject)."""
 
 
 def row_fields(r: sqlite3.Row) -> dict[str, Any]:
@@ -86,6 +91,8 @@ def approval_row(r: sqlite3.Row) -> ApprovalRow:
 
 def context_row(r: sqlite3.Row) -> ContextRow:
     decoded = {"coordinates": loads(r["coordinates"]), "observations": r["observations"]}
+    if r["principal"] is not None:
+        decoded["principal"] = loads(r["principal"])
     return ContextRow(**{**row_fields(r), **decoded})
 
 

@@ -56,6 +56,7 @@ from servers.store.sqlite.schema import (
     INTENTS_OF_CONTEXT,
     LOG_MARK_SCHEMA,
     OWNER_SCHEMA,
+    PRINCIPAL_SCHEMA,
     SCHEMA,
     SCHEMA_VERSION,
     approval_row,
@@ -97,9 +98,10 @@ _HAS_ROWS = " OR ".join(
 
 MIGRATIONS = {
     0: SCHEMA + LOG_MARK_SCHEMA + CALL_INDEX_SCHEMA,  # a new file: the whole schema
-    1: LOG_MARK_SCHEMA + OWNER_SCHEMA + CALL_INDEX_SCHEMA,
-    2: OWNER_SCHEMA + CALL_INDEX_SCHEMA,
-    3: CALL_INDEX_SCHEMA,
+    1: LOG_MARK_SCHEMA + OWNER_SCHEMA + CALL_INDEX_SCHEMA + PRINCIPAL_SCHEMA,
+    2: OWNER_SCHEMA + CALL_INDEX_SCHEMA + PRINCIPAL_SCHEMA,
+    3: CALL_INDEX_SCHEMA + PRINCIPAL_SCHEMA,
+    4: PRINCIPAL_SCHEMA,
 }
 """What brings a store of each older schema version to :data:`SCHEMA_VERSION`."""
 

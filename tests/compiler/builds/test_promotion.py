@@ -226,6 +226,33 @@ def test_a_test_moved_to_other_coordinates() -> None:
     assert broken(at({})) == []  # `{}` is the same scenario as no coordinates
 
 
+def test_a_test_moved_to_another_principal() -> None:
+    """A guard of a user outside the support group moved to a user in it no longer checks the
+    outsider: the candidate could show that user the tool and still pass it."""
+
+    def as_(principal: dict[str, Any] | None) -> Doc:
+        def change(d: Doc) -> None:
+            if principal is None:
+                find_test(d, GUARD).pop("principal", None)
+            else:
+                find_test(d, GUARD)["principal"] = principal
+
+        return variant(change)
+
+    baseline = project(as_({"subject": "u-1", "claims": {"groups": ["learners"]}}))
+    moved = project(as_({"subject": "u-1", "claims": {"groups": ["support"]}}))
+    message = (
+        f"test `{GUARD}` now runs as another principal (its issuer, subject, client or claims)"
+    )
+    assert [(d.pointer, d.message) for d in broken_obligations(baseline, moved)] == [
+        ("/tests/0/principal", message)
+    ]
+    assert [d.message for d in broken_obligations(baseline, project(as_(None)))] == [message]
+    same = project(as_({"claims": {"groups": ["learners"]}, "subject": "u-1"}))  # key order
+    assert broken_obligations(baseline, same) == []
+    assert broken(as_({})) == []  # `{}` is no principal, as no `principal` is
+
+
 def test_an_exclusion_cannot_pass_by_making_the_tool_unavailable() -> None:
     def change(d: Doc) -> None:
         find_test(d, GUARD)["fixtures"] = {

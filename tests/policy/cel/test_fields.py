@@ -252,3 +252,78 @@ def test_the_context_fields_checked_are_those_the_engine_binds() -> None:
     exactly the fields of the engine's CEL `context`."""
     bound = disclosure_context("o", {"consumer": "c", "environment": "e", "deployment": "d"})
     assert set(CONTEXT_SCHEMA["properties"]) == set(bound) == set(CONTEXT_SCHEMA["required"])
+
+
+# --- the principal ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["disclosure", "call"])
+def test_principal_fields_are_checked_at_both_stages(stage: str) -> None:
+    assert found("principal.subject == 'a' && principal.issuer == null", stage) == []
+    assert found("principal.clientId in ['web', 'app']", stage) == []
+    [(code, severity, line, column, message)] = found("principal.subjet == 'a'", stage)
+    assert (code, severity, line, column) == ("CEL_UNKNOWN_FIELD", "error", 1, 11)
+    assert (
+        message == "`principal.subjet`: `principal` has no field `subjet`; did you mean `subject`?"
+    )
+    [(code, *_rest, message)] = found("principal.client_id == 'web'", stage)
+    assert code == "CEL_UNKNOWN_FIELD" and "did you mean `clientId`?" in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "has(principal.claims.groups) && 'support' in principal.claims.groups",
+        "!has(principal.claims.tenant) || principal.claims.tenant == 'acme'",
+        "has(principal.claims.level) ? principal.claims.level > 2 : false",
+        "principal.claims.exists(name, name == 'groups')",  # a macro over the map: its keys
+        "size(principal.claims) > 0",
+        "principal.claims.any_name_at_all != null && has(principal.claims.any_name_at_all)",
+    ],
+)
+def test_claims_are_an_open_map_and_a_guarded_read_does_not_warn(text: str) -> None:
+    assert found(text, "disclosure") == [] and found(text, "call") == []
+
+
+def test_an_unguarded_claim_is_a_warning_with_the_fix() -> None:
+    """A token may not carry a claim (and a static credential carries none): reading one
+    without has() fails the condition then, as an optional argument does."""
+    [(code, severity, _line, column, message)] = found("'support' in principal.claims.groups")
+    assert (code, severity, column) == ("CEL_OPTIONAL_WITHOUT_HAS", "warning", 31)
+    assert message.startswith(
+        "`principal.claims.groups` is absent when the token has no such claim (and always for "
+        "a static credential): the condition fails then (CONDITION_ERROR)"
+    )
+    assert "write `has(principal.claims.groups) && ...`" in message
+    [(code, *_rest)] = found("principal.claims['tenant'] == 'acme'", "disclosure")
+    assert code == "CEL_OPTIONAL_WITHOUT_HAS"
+    bare = compile_expression("'support' in principal.claims.groups", "call")
+    no_claims = {"issuer": None, "subject": None, "clientId": "app", "claims": {}}
+    assert evaluate(bare, {"principal": no_claims}).error == "NO_SUCH_KEY"
+
+
+def test_the_principal_fields_checked_are_those_the_engine_binds() -> None:
+    from policy.cel.fields import PRINCIPAL_SCHEMA
+    from policy.engine.principal import NO_PRINCIPAL
+
+    assert set(PRINCIPAL_SCHEMA["properties"]) == set(NO_PRINCIPAL)
+    assert set(PRINCIPAL_SCHEMA["required"]) == set(NO_PRINCIPAL)
+
+
+@pytest.mark.parametrize(
+    ("text", "fields"),
+    [
+        ("principal.subject == 'a'", {"subject"}),
+        ("principal.`subject` == 'a'", {"subject"}),
+        ("principal['subject'] == 'a'", {"subject"}),
+        ("has(principal.subject)", {"subject"}),
+        ("has(principal.claims.groups) && principal.issuer == 'corp'", {"claims", "issuer"}),
+        ("principal.exists(k, k == 'subject')", {"*"}),  # the whole of it: the subject too
+        ("principal == {}", {"*"}),
+        ("context.consumer == 'x'", set()),
+    ],
+)
+def test_what_an_expression_reads_of_the_principal(text: str, fields: set[str]) -> None:
+    compiled = compile_expression(text, "call")
+    assert compiled.principal == fields
+    assert compiled.reads_subject == bool(fields & {"subject", "*"})

@@ -25,6 +25,7 @@ from tests.support.strategies import (
     APPROVALS,
     CALL_IDS,
     COORDINATES,
+    PRINCIPALS,
     all_ready,
     argument_pools,
     observations,
@@ -66,6 +67,8 @@ class Lockstep:
         self.decisions: list[str] = []
         self.last: tuple[str, str, int, str | None] | None = None
         self.disclosed: list[str] = []
+        self.principal: dict[str, Any] | None = None
+        """Who resolves, and makes the calls (a rule may change it between calls)."""
 
     def args(self, tool: str, index: int) -> Any:
         pool = self.pools.get(tool, [{}])
@@ -77,9 +80,16 @@ class Lockstep:
         self.pools.setdefault(name, self.pools.get(tool, [{}]))
         self.call(name, call_id, index, approval_id)
 
-    def resolve(self, objective: str, obs: dict[str, Any], coords: dict[str, str]) -> None:
-        d = disclose(self.ir, objective, obs, coords)
-        m = model.disclose(self.doc, objective, obs, coords)
+    def resolve(
+        self,
+        objective: str,
+        obs: dict[str, Any],
+        coords: dict[str, str],
+        principal: dict[str, Any] | None = None,
+    ) -> None:
+        self.principal = principal
+        d = disclose(self.ir, objective, obs, coords, principal)
+        m = model.disclose(self.doc, objective, obs, coords, principal)
         assert engine_view(d) == m
         for tool in d.tools:
             assert tool.contract_digest == model.digest(self.doc["tools"][self.position(tool.id)])
@@ -136,8 +146,11 @@ class Lockstep:
             self.engine,
             Call(tool=tool, call_id=call_id, arguments=args, approval_id=approval_id),
             self.now,
+            self.principal,
         )
-        expected = model.decide(self.doc, self.model, tool, call_id, args, approval_id, self.now)
+        expected = model.decide(
+            self.doc, self.model, tool, call_id, args, approval_id, self.now, self.principal
+        )
         pointer = decision.explanation.pointer if expected[2] and decision.explanation else None
         assert (decision.outcome, decision.reason, pointer) == expected, decision
         assert self.engine is before  # deciding never changes the state
@@ -189,9 +202,10 @@ def test_disclosure_agrees_with_model(doc: dict[str, Any], data: st.DataObject) 
     ir = compile_project(doc)
     obs = data.draw(observations(doc))
     coords = data.draw(COORDINATES)
+    who = data.draw(PRINCIPALS)
     for objective in [o["id"] for o in doc["objectives"]] + ["unknown"]:
-        d = disclose(ir, objective, obs, coords)
-        assert engine_view(d) == model.disclose(doc, objective, obs, coords)
+        d = disclose(ir, objective, obs, coords, who)
+        assert engine_view(d) == model.disclose(doc, objective, obs, coords, who)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=SLOW)
@@ -201,7 +215,8 @@ def test_decisions_over_histories_agree_with_model(
 ) -> None:
     lock = Lockstep(doc, compile_project(doc), data.draw(argument_pools(doc)))
     objective = data.draw(st.sampled_from([o["id"] for o in doc["objectives"]]))
-    lock.resolve(objective, data.draw(observations(doc, ready_weight=12)), data.draw(COORDINATES))
+    obs = data.draw(observations(doc, ready_weight=12))
+    lock.resolve(objective, obs, data.draw(COORDINATES), data.draw(PRINCIPALS))
     for op in data.draw(steps(doc, lock.disclosed)):
         lock.step(op)
         lock.check_state()
@@ -224,11 +239,17 @@ class EngineAgainstModel(RuleBasedStateMachine):
         objectives = [o["id"] for o in doc["objectives"]]
         objective = data.draw(st.sampled_from([*objectives, *objectives, *objectives, "nope"]))
         obs = data.draw(st.one_of(st.just(all_ready(doc)), observations(doc)))
-        self.lock.resolve(objective, obs, data.draw(COORDINATES))
+        self.lock.resolve(objective, obs, data.draw(COORDINATES), data.draw(PRINCIPALS))
 
     @rule(data=st.data())
     def resolve(self, data: st.DataObject) -> None:
         self.resolve_with(data)
+
+    @rule(principal=PRINCIPALS)
+    def calls_by_another_principal(self, principal: dict[str, Any] | None) -> None:
+        """The next calls are made by another principal (a new token's claims): conditions
+        read the caller's, the disclosure stays the resolver's."""
+        self.lock.principal = principal
 
     def call_one_of(self, tools: list[str], data: st.DataObject, by_name: bool = False) -> None:
         """Call one of ``tools`` (ids), by its id or, ``by_name``, by its function name (its

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import policy
 from compiler import compile_project
 from policy import ALLOW, DENY, DUPLICATE, Call, ContextState, Decision, Project, decide, disclose
 from policy.engine.state import APPROVAL_TTL_MS, CONTEXT_TTL_MS, fingerprint
@@ -792,3 +793,123 @@ def test_an_invalid_call_gets_the_same_decision_whatever_its_key_order() -> None
     one = call(STATE, DECIDING, "search", {"y": 1, "z": 2})
     other = call(STATE, DECIDING, "search", {"z": 2, "y": 1})
     assert one == other
+
+
+# ------------------------------------------------------------------------------ the principal
+
+SUPPORT = "has(principal.claims.groups) && 'support' in principal.claims.groups"
+
+
+def test_rules_and_conditions_read_the_principal_given() -> None:
+    """``principal`` is an argument of ``disclose`` (who resolves) and of ``decide`` (who
+    calls); none given is no one known: every field null, no claims."""
+    rules = [
+        include("search", when=SUPPORT),
+        include(
+            "read-note",
+            conditions=[
+                {"when": "principal.clientId != 'desk'", "then": "DENY", "reason": "desk only"},
+                {"when": "principal.subject == 'ann'", "then": "REQUIRE_APPROVAL"},
+            ],
+        ),
+    ]
+    ir = compile_project(project([{"id": "p", "toolRules": rules}], [NOTES, SEARCH]))
+    support = {
+        "issuer": "corp",
+        "subject": "bob",
+        "clientId": "desk",
+        "claims": {"groups": ["support"]},
+    }
+    assert [t.id for t in disclose(ir, "p", ready(ir), principal=support).tools] == [
+        "search",
+        "read-note",
+    ]
+    nobody = disclose(ir, "p", ready(ir))
+    assert [(o.id, o.reason) for o in nobody.omitted] == [("search", "CONDITION_NOT_MET")]
+    learner = {**support, "claims": {"groups": ("learners",)}}  # a tuple is a list
+    assert [t.id for t in disclose(ir, "p", ready(ir), principal=learner).tools] == ["read-note"]
+    state = ContextState.open("ctx", nobody, T0)
+    note = Call(tool="read-note", call_id="c1", arguments={"ref": "a"})
+    assert reason(decide(ir, state, note, T0, support)) == (ALLOW, None)
+    assert reason(decide(ir, state, note, T0)) == (DENY, "CONDITION_DENIED")
+    assert reason(decide(ir, state, note, T0, policy.static_principal("desk"))) == (ALLOW, None)
+    ann = {**support, "subject": "ann"}
+    assert reason(decide(ir, state, note, T0, ann)) == (DENY, "APPROVAL_REQUIRED")
+
+
+def test_principal_value_is_every_field_frozen() -> None:
+    value = policy.principal_value({"subject": "s", "claims": {"groups": ["a"], "n": 1}})
+    assert dict(value) == {
+        "issuer": None,
+        "subject": "s",
+        "clientId": None,
+        "claims": {"groups": ("a",), "n": 1},
+    }
+    assert policy.principal_value(value) is value  # made once, passed as it is
+    assert dict(policy.principal_value()) == {
+        "issuer": None,
+        "subject": None,
+        "clientId": None,
+        "claims": {},
+    }
+    assert policy.static_principal("app")["clientId"] == "app"
+    with pytest.raises(TypeError):
+        value["subject"] = "other"  # type: ignore[index]
+    hash(value)  # a cache key (the runtime keeps resolutions by it)
+
+
+def test_a_test_s_principal_is_who_resolves_and_calls() -> None:
+    rules = [
+        include(
+            "search",
+            when=SUPPORT,
+            conditions=[
+                {"when": "principal.issuer != 'corp'", "then": "DENY", "reason": "corp only"},
+            ],
+        )
+    ]
+    tests = [
+        {
+            "id": "support",
+            "objective": "p",
+            "principal": {"issuer": "corp", "claims": {"groups": ["support"]}},
+            "expect": {
+                "tools": {
+                    "include": ["search"],
+                    "calls": [{"tool": "search", "arguments": {}, "expect": "ALLOW"}],
+                }
+            },
+        },
+        {
+            "id": "support-elsewhere",
+            "objective": "p",
+            "principal": {"issuer": "partner", "claims": {"groups": ["support"]}},
+            "expect": {
+                "tools": {
+                    "calls": [
+                        {
+                            "tool": "search",
+                            "arguments": {},
+                            "expect": "DENY",
+                            "reason": "CONDITION_DENIED",
+                        }
+                    ]
+                }
+            },
+        },
+        {"id": "nobody", "objective": "p", "expect": {"tools": {"exclude": ["search"]}}},
+    ]
+    doc = project(
+        [{"id": "p", "toolRules": rules}],
+        [SEARCH],
+        tests=tests,
+        toolFixtures={
+            "search": {
+                "state": "READY",
+                "version": "1.0.0",
+                "contractDigest": policy.contract_digest(SEARCH),
+            }
+        },
+    )
+    report = run_tests(compile_project(doc))
+    assert report.passed, report.failures()

@@ -280,3 +280,103 @@ def test_what_if_skips_other_builds_and_lists_unusable_records() -> None:
     assert report.considered == 0 and report.other_builds == ((OTHER, 1),)
     assert [why for _, why in report.unusable] == ["`coordinates` is not a map"]
     assert report.other_events == 1
+
+
+# --- the principal ---------------------------------------------------------------------------
+
+FINGERPRINT = "hmac-sha256:" + "5" * 32
+
+
+def principal_build() -> tuple[Any, str]:
+    """The reference project with rules on the principal: learners see ``search-knowledge``
+    only in the ``tutors`` group, authors see ``propose-change`` only from ``tutor-app`` and
+    never as the subject ``blocked``."""
+    document = reference_document()
+    rules = {p["id"]: p["toolRules"] for p in document["profiles"]}
+    rules["learner"][1]["when"] = (
+        "has(principal.claims.groups) && 'tutors' in principal.claims.groups"
+    )
+    rules["authoring"][2]["when"] = (
+        "principal.clientId == 'tutor-app'"
+        " || (principal.subject != null && principal.subject != 'blocked')"
+    )
+    project = compiled(document)
+    return project, "blake3:" + "9" * 64
+
+
+def token_principal(groups: list[str], subject: str = FINGERPRINT) -> dict[str, Any]:
+    return {"issuer": "corp", "clientId": "web", "subject": subject, "claims": {"groups": groups}}
+
+
+def test_recorded_principals_replay_and_a_changed_claim_is_a_mismatch() -> None:
+    ir, digest = principal_build()
+    ready_now = ready(ir)
+    tutor = disclosed_record(
+        ir, digest, "learner", ready_now, principal=token_principal(["tutors"]), credential="x"
+    )
+    other = disclosed_record(ir, digest, "learner", ready_now, principal=token_principal([]))
+    assert [t["id"] for t in tutor["disclosure"]["tools"]] == [
+        "inspect-context",
+        "search-knowledge",
+    ]
+    assert [t["id"] for t in other["disclosure"]["tools"]] == ["inspect-context"]
+    report = replay(ir, [tutor, other], build_digest=digest)
+    assert report.ok and report.reproduced == 2 and report.distinct_inputs == 2
+    changed = copy.deepcopy(other)
+    changed["principal"]["claims"]["groups"] = ["tutors"]  # the claims recorded were not these
+    [mismatch] = replay(ir, [changed], build_digest=digest).mismatches
+    assert mismatch.differences[0].pointer.startswith("/disclosure/")
+
+
+def test_a_record_without_principal_was_resolved_by_its_credential() -> None:
+    """A static credential's record carries no principal (compact): its principal is its
+    ``credential``'s, ``{issuer: null, subject: null, clientId: credential, claims: {}}``; a
+    record of an older runtime without ``credential`` has no client either."""
+    ir, digest = principal_build()
+    ready_now = ready(ir)
+    app = disclosed_record(ir, digest, "authoring", ready_now, credential="tutor-app")
+    assert "principal" not in app
+    assert "propose-change" in [t["id"] for t in app["disclosure"]["tools"]]
+    old = {k: v for k, v in app.items() if k != "credential"}
+    assert replay(ir, [app], build_digest=digest).reproduced == 1
+    [mismatch] = replay(ir, [old], build_digest=digest).mismatches  # clientId null: not shown
+    assert mismatch.differences
+    reader = disclosed_record(ir, digest, "learner", ready_now, credential="tutor-app")
+    assert replay(ir, [reader, {**reader, "credential": "other-app"}], build_digest=digest).ok
+
+
+def test_a_disclosure_that_reads_the_subject_is_not_reproducible() -> None:
+    """The subject is recorded as a keyed fingerprint: a disclosure whose rules read
+    ``principal.subject`` cannot be evaluated again as it was made. It is reported, neither
+    reproduced nor a mismatch; one without a subject (a static credential) reproduces."""
+    ir, digest = principal_build()
+    ready_now = ready(ir)
+    user = token_principal(["authors"])
+    made = {**user, "subject": "blocked"}  # the subject in clear when it was resolved
+    by_token = disclosed_record(
+        ir, digest, "authoring", ready_now, principal=user, resolved_by=made
+    )
+    assert "propose-change" not in [t["id"] for t in by_token["disclosure"]["tools"]]
+    by_app = disclosed_record(ir, digest, "authoring", ready_now, credential="tutor-app")
+    learner = disclosed_record(ir, digest, "learner", ready_now, principal=user)
+    for seq, record in enumerate((by_token, by_app, learner), start=1):
+        record["seq"] = seq
+    report = replay(ir, [by_token, by_app, learner], build_digest=digest)
+    assert report.ok and not report.mismatches
+    assert (report.disclosed, report.reproduced) == (3, 2)
+    assert [r.seq for r in report.not_reproducible] == [1]
+    assert report.to_json()["notReproducible"] == [
+        {"seq": 1, "contextRef": "ctx_1", "objective": "authoring"}
+    ]
+
+
+def test_a_malformed_principal_is_a_mismatch_with_its_problem() -> None:
+    ir, digest = principal_build()
+    record = disclosed_record(ir, digest, "learner", ready(ir), principal=token_principal([]))
+    for bad, problem in (
+        ("alice", "`principal` is not a map with a map of `claims`"),
+        ({**token_principal([]), "claims": ["groups"]}, "`principal` is not a map"),
+        ({**token_principal([]), "subject": 7}, "`principal.subject` is not a string or null"),
+    ):
+        [mismatch] = replay(ir, [{**record, "principal": bad}], build_digest=digest).mismatches
+        assert mismatch.problem is not None and mismatch.problem.startswith(problem)

@@ -23,6 +23,7 @@ from tests.support.coordinates import (
     seif,
     write_project,
 )
+from tests.support.paths import ROOT
 from tests.support.runtime_harness import run_async, running_stack
 
 TOP = {
@@ -155,8 +156,8 @@ def test_the_command_is_listed_with_its_example() -> None:
     assert eval_command.EXAMPLE.startswith("seif eval --project ")
     helped = seif("eval", "--help")
     assert helped.returncode == 0 and "example:\n  seif eval --project" in helped.stdout
-    for later in ("--claims", "--subject", "--after"):  # identity and flows: other issues
-        assert later not in helped.stdout
+    assert "--claims JSON" in helped.stdout and "--subject S" in helped.stdout
+    assert "--after" not in helped.stdout  # flows: another issue
 
 
 def test_text_output_and_exit_codes(path: Path) -> None:
@@ -187,7 +188,72 @@ def test_text_output_and_exit_codes(path: Path) -> None:
     assert json.loads(not_json.stdout)["diagnostics"][0]["code"] == "ARGUMENTS_NOT_JSON"
     unknown = seif("eval", "--project", str(path), "--objective", "author")
     assert unknown.returncode == 2 and "UNKNOWN_OBJECTIVE" in unknown.stderr
-    assert seif(*base, "--claims", "{}").returncode == 2
+    not_claims = seif(*base, "--claims", '{"groups": [1]}', "--json")
+    assert not_claims.returncode == 2
+    assert json.loads(not_claims.stdout)["diagnostics"][0]["code"] == "CLAIMS_INVALID"
+    assert seif(*base, "--claims", "{x").returncode == 2
+
+
+PRINCIPAL_CASE = ROOT / "corpus" / "project-tests" / "principal-claims.json"
+
+
+def principal_project(tmp_path: Path) -> Path:
+    document = json.loads(PRINCIPAL_CASE.read_text(encoding="utf-8"))["project"]
+    return write_project(tmp_path, document, ".json")
+
+
+def test_claims_and_subject_are_the_caller_s(tmp_path: Path) -> None:
+    """``--claims`` and ``--subject`` are what rules and conditions read as
+    ``principal.claims`` and ``principal.subject``; the text shows them, the JSON document
+    carries them as ``principal`` (only when given)."""
+    base = ["eval", "--project", str(principal_project(tmp_path)), "--objective", "desk"]
+    call = ["--call", "open-ticket", "--arguments", '{"priority": "urgent"}']
+    support = ["--claims", '{"groups": ["support"]}']
+    nobody = seif(*base, *call)
+    assert nobody.returncode == 1 and "call open-ticket: DENIED TOOL_NOT_DISCLOSED" in nobody.stdout
+    member = seif(*base, *support, "--subject", "user-1", *call)
+    assert member.returncode == 1, member.stderr
+    lines = member.stdout.splitlines()
+    assert lines[1] == '  principal: subject user-1, claims {"groups": ["support"]}'
+    assert "call open-ticket: DENIED CONDITION_DENIED" in lines
+    assert "    denied: only on-call staff open urgent tickets" in lines
+    oncall = seif(*base, "--claims", '{"groups": ["support", "oncall"]}', *call, "--json")
+    assert oncall.returncode == 1  # not `corp`'s: the CLI gives no issuer
+    report = json.loads(oncall.stdout)
+    assert report["principal"] == {
+        "issuer": None,
+        "subject": None,
+        "clientId": None,
+        "claims": {"groups": ["support", "oncall"]},
+    }
+    assert (
+        report["decision"]["explanation"]["detail"] == "tickets are opened by the company's users"
+    )
+    assert "principal" not in json.loads(seif(*base, "--json").stdout)
+
+
+def test_eval_agrees_with_the_principal_tests(tmp_path: Path) -> None:
+    """Each test of the principal corpus, evaluated as its principal, discloses and decides its
+    first call as the test's run does."""
+    path = principal_project(tmp_path)
+    project = compile_document(json.loads(PRINCIPAL_CASE.read_text())["project"]).project
+    assert project is not None
+    from policy.engine.testing import run_tests
+
+    results = {r.id: r for r in run_tests(project).results}
+    for test in project.tests:
+        calls = test.expect.tools.calls if test.expect.tools else ()
+        first = Call(calls[0].tool, calls[0].arguments, calls[0].approved) if calls else None
+        who = test.principal.to_json() if test.principal else None
+        report = ev(path, test.objective, principal=who, call=first)
+        for assertion in results[test.id].assertions:
+            if " tool " in assertion.subject:
+                tool = project.tool_by_id[assertion.subject.split(" tool ")[1]]
+                shown = tool.name in [t["name"] for t in report["tools"]]
+                assert shown == (assertion.actual == "disclosed"), (test.id, assertion)
+            if assertion.pointer.endswith("/calls/0"):
+                d = report["decision"]
+                assert assertion.actual == d["outcome"] + (f" {d['reason']}" if d["reason"] else "")
 
 
 def test_an_invalid_project_exits_1_with_its_diagnostics(tmp_path: Path) -> None:

@@ -290,8 +290,36 @@ def test_check_call_at_coordinates_names_the_condition(tmp_path: Path, suffix: s
     as_json = json.loads(seif(*call, "--consumer", "trial", "--json").stdout)
     assert as_json["coordinates"] == {"consumer": "trial"}
     assert as_json["condition"]["when"] == "context.consumer == 'trial'"
-    claims = seif(*call, "--claims", "{}")
-    assert claims.returncode == 2 and "--claims" in claims.stderr  # identity is another issue
+    claims = seif(*call, "--claims", '"support"')
+    assert claims.returncode == 2 and "CLAIMS_INVALID" in claims.stderr
+
+
+PRINCIPAL_CASE = ROOT / "corpus" / "project-tests" / "principal-claims.json"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".seif"])
+def test_check_call_as_a_principal_names_the_condition(tmp_path: Path, suffix: str) -> None:
+    """``--claims`` and ``--subject`` are the caller's: a rule's ``when`` and a condition on
+    ``principal.claims`` decide as a project test with that principal does."""
+    document = json.loads(PRINCIPAL_CASE.read_text(encoding="utf-8"))["project"]
+    path = write_project(tmp_path, document, suffix)
+    base = ["tool", "check-call", "--project", str(path), "--objective", "desk"]
+    call = [*base, "--tool", "open-ticket", "--arguments", '{"priority": "urgent"}']
+    hidden = seif(*call)
+    assert hidden.returncode == 1
+    assert hidden.stdout.startswith("DENIED TOOL_NOT_DISCLOSED: open-ticket for objective desk")
+    assert "rule when: has(principal.claims.groups) && 'support' in" in hidden.stdout
+    support = seif(*call, "--claims", '{"groups": ["support"]}', "--subject", "user-1")
+    assert support.returncode == 1, support.stderr
+    lines = support.stdout.splitlines()
+    assert lines[0].startswith("DENIED CONDITION_DENIED: open-ticket for objective desk")
+    assert lines[1] == '  principal: subject user-1, claims {"groups": ["support"]}'
+    assert "    denied: only on-call staff open urgent tickets" in lines
+    as_json = json.loads(seif(*call, "--claims", '{"groups": ["support"]}', "--json").stdout)
+    assert as_json["principal"]["claims"] == {"groups": ["support"]}
+    assert as_json["principal"]["subject"] is None
+    assert as_json["decision"]["reason"] == "CONDITION_DENIED"
+    assert "principal" not in json.loads(seif(*call, "--json").stdout)
 
 
 @pytest.mark.parametrize("suffix", [".json", ".seif"])

@@ -358,7 +358,9 @@ def test_a_cancelled_append_async_is_written_all_the_same(path: Path) -> None:
     assert [r["event"] for r in read_records(path)] == ["INTENT", "RESULT"]
 
 
-_KEYS = st.sampled_from(["a", "tool", "observations", "token", "Reason-Text", "outputs", "x"])
+_KEYS = st.sampled_from(
+    ["a", "tool", "observations", "claims", "token", "Reason-Text", "outputs", "x"]
+)
 _LEAVES = st.one_of(
     st.none(),
     st.booleans(),
@@ -416,6 +418,10 @@ def test_a_fragment_is_taken_only_under_its_own_field(path: Path) -> None:
     with pytest.raises(DecisionLogError, match="/disclosure/token"):
         fragment("disclosure", {"token": "x"})
     assert fragment("observations", {"token": {"state": "READY"}}).field == "observations"
+    claims = {"claims": {"token": "t-1", "output": ["a"]}, "subject": "hmac-sha256:" + "0" * 32}
+    assert fragment("principal", claims).field == "principal"  # claim names are ids
+    with pytest.raises(DecisionLogError, match="/principal/token"):
+        fragment("principal", {"token": "x"})  # the principal's own fields are not
     with pytest.raises(DecisionLogError, match="not encodable at `/disclosure/a`"):
         fragment("disclosure", {"a": float("nan")})
 

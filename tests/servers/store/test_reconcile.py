@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from policy.json.value import thaw
 from servers.log.decision_log import DecisionLog, admit, read_records
 from servers.store.keycheck import check_value
+from servers.store.sqlite import reconcile
 from servers.store.sqlite.datadir import DataDir, DataDirError
 from servers.store.sqlite.opening import open_data
 from servers.store.sqlite.store import RECONCILED, UNKNOWN, Store
@@ -291,6 +293,7 @@ def test_a_schema_1_store_is_migrated_and_reconciled_from_the_whole_log(tmp_path
     store.close()
     db = sqlite3.connect(tmp_path / "dispatch.sqlite")
     db.execute("DROP TABLE log_mark")  # as a version 1 store was: no mark, no owners
+    db.execute("ALTER TABLE contexts DROP COLUMN principal")
     db.execute("ALTER TABLE contexts DROP COLUMN credential_id")
     db.execute("PRAGMA user_version = 1")
     db.commit()
@@ -339,3 +342,32 @@ def test_a_bad_key_is_refused_before_any_file_is_created(tmp_path: Path) -> None
         _open(data)
     assert info.value.code == "KEY_INVALID" and "16 bytes" in info.value.message
     assert sorted(p.name for p in data.iterdir()) == ["owner.lock", "runtime.key"]
+
+
+def test_a_context_put_back_keeps_who_resolved_it() -> None:
+    """A context put back from its ``DISCLOSED`` record belongs to the subject that resolved
+    it (the record's fingerprint), as it did; a record whose principal is not a map gives no
+    context (it stays unknown: fail closed)."""
+    recorded = {
+        "issuer": "corp",
+        "clientId": "web",
+        "subject": "hmac-sha256:" + "c" * 32,
+        "claims": {"groups": ["support"]},
+    }
+    record = {
+        "event": "DISCLOSED",
+        "contextRef": "ctx_1",
+        "build": "blake3:" + "0" * 64,
+        "objective": "learner",
+        "resolvedAt": 5,
+        "coordinates": {"consumer": "", "environment": "", "deployment": "", "trace": ""},
+        "observations": {},
+        "credential": "corp:web",
+        "principal": recorded,
+    }
+    row = reconcile._context_row(record)
+    assert row is not None and thaw(row.principal) == recorded
+    assert row.owned_by("corp:web", recorded["subject"]) and not row.owned_by("corp:web")
+    assert reconcile._context_row({**record, "principal": "alice"}) is None
+    static = reconcile._context_row({k: v for k, v in record.items() if k != "principal"})
+    assert static is not None and static.principal is None and static.owned_by("corp:web")

@@ -19,6 +19,7 @@ import pytest
 from policy import Call, ContextState, decide, disclose
 from policy.engine.state import fingerprint
 from policy.json.canonical import EncodingError, canonical_cbor
+from policy.json.value import thaw
 from servers.log.decision_log import DecisionLog
 from servers.store.sqlite.store import (
     FAILED,
@@ -111,7 +112,7 @@ def _race(n: int, work: Callable[[int], Claim]) -> list[Claim]:
 def test_pragmas_and_schema_version(store: Store, tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "dispatch.sqlite")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     db.close()
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert (tmp_path / "dispatch.sqlite").stat().st_mode & 0o077 == 0
@@ -395,6 +396,7 @@ EXPECTED_COLUMNS = {
         "binding_revision",
         "turn_id",
         "credential_id",
+        "principal",
     ],
     "intents": [
         "context_ref",
@@ -755,6 +757,7 @@ def test_schema_2_gets_the_owner_column_and_its_contexts_belong_to_no_one(tmp_pa
     save_context(s, replace(_context("ctx_owned"), credential_id="tutor-app"))
     s.close()
     db = sqlite3.connect(path)
+    db.execute("ALTER TABLE contexts DROP COLUMN principal")
     db.execute("ALTER TABLE contexts DROP COLUMN credential_id")  # as a version 2 store was
     db.execute("PRAGMA user_version = 2")
     db.commit()
@@ -767,7 +770,46 @@ def test_schema_2_gets_the_owner_column_and_its_contexts_belong_to_no_one(tmp_pa
     assert new is not None and new.owned_by("tutor-app") and not new.owned_by("other-app")
     s.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    db.close()
+
+
+def test_schema_4_gets_the_principal_column_and_its_contexts_belong_to_no_subject(
+    tmp_path: Path,
+) -> None:
+    """A context resolved with a token before version 5 names its issuer and client only: it
+    belongs to no subject (fail closed); one saved since keeps who resolved it, with the
+    subject's fingerprint, and belongs to that subject alone."""
+    path = tmp_path / "dispatch.sqlite"
+    s = Store.open(path)
+    save_context(s, replace(_context("ctx_old"), credential_id="corp:web"))
+    s.close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE contexts DROP COLUMN principal")  # as a version 4 store was
+    db.execute("PRAGMA user_version = 4")
+    db.commit()
+    db.close()
+    s = Store.open(path)
+    old = s.context("ctx_old")
+    assert old is not None and old.principal is None and old.owned_by("corp:web")
+    assert not old.owned_by("corp:web", "hmac-sha256:" + "a" * 32)
+    recorded = {
+        "issuer": "corp",
+        "clientId": "web",
+        "subject": "hmac-sha256:" + "a" * 32,
+        "claims": {"groups": ["support"], "level": 3},
+    }
+    save_context(s, replace(_context("ctx_new"), credential_id="corp:web", principal=recorded))
+    s.close()
+    s = Store.open(path)  # read back from the file, not from the cache
+    new = s.context("ctx_new")
+    assert new is not None and thaw(new.principal) == recorded
+    assert new.owned_by("corp:web", "hmac-sha256:" + "a" * 32)
+    assert not new.owned_by("corp:web", "hmac-sha256:" + "b" * 32)
+    assert not new.owned_by("corp:web") and not new.owned_by("corp:other", new.subject)
+    s.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     db.close()
 
 
@@ -781,6 +823,7 @@ def test_schema_3_gets_the_call_index_and_finds_a_call_in_any_context(tmp_path: 
     s.close()
     db = sqlite3.connect(path)
     db.execute("DROP INDEX intents_by_call")  # as a version 3 store was
+    db.execute("ALTER TABLE contexts DROP COLUMN principal")
     db.execute("PRAGMA user_version = 3")
     db.commit()
     db.close()
@@ -791,7 +834,7 @@ def test_schema_3_gets_the_call_index_and_finds_a_call_in_any_context(tmp_path: 
     assert s.intents_with_call("call-9") == []
     s.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     plan = db.execute(
         "EXPLAIN QUERY PLAN SELECT * FROM intents WHERE call_id = ?", ("call-7",)
     ).fetchall()
@@ -850,6 +893,7 @@ def test_schema_1_gets_the_mark_at_0(tmp_path: Path) -> None:
     _filled(path)
     db = sqlite3.connect(path)
     db.execute("DROP TABLE log_mark")  # as a version 1 store was: no mark, no owners
+    db.execute("ALTER TABLE contexts DROP COLUMN principal")
     db.execute("ALTER TABLE contexts DROP COLUMN credential_id")
     db.execute("PRAGMA user_version = 1")
     db.commit()
@@ -858,8 +902,8 @@ def test_schema_1_gets_the_mark_at_0(tmp_path: Path) -> None:
     assert s.log_mark == 0 and s.context("ctx_7") is not None and s.has_rows()
     s.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
-    db.execute("PRAGMA user_version = 5")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    db.execute("PRAGMA user_version = 6")
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="newer runtime"):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from policy.json.value import thaw
 from servers.log.decision_log import DecisionLog
 from servers.log.encoding import admit
 from servers.store.interface import DispatchStore, RecordLog
@@ -160,6 +162,48 @@ def test_what_is_saved_reads_back_and_is_saved_once(
     assert store.context("ctx_1") == _context() and store.context("nope") is None
     assert store.approvals("ctx_1") == [approval] and store.approvals("ctx_2") == []
     assert sorted(i.context_ref for i in store.intents_with_call("same-id")) == ["ctx_1", "ctx_2"]
+
+
+SUBJECT = "hmac-sha256:" + "d" * 32
+PRINCIPAL = {
+    "issuer": "corp",
+    "clientId": "web",
+    "subject": SUBJECT,
+    "claims": {"groups": ["support", "oncall"], "tenant": "acme", "level": 2, "staff": True},
+}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_who_resolved_a_context_is_read_back_by_another_store(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The principal saved with a context (its subject a fingerprint) is what another store
+    on the same data reads (another runtime after a restart, another replica): the context
+    belongs to that subject of that client there too."""
+    row = replace(_context(), credential_id="corp:web", principal=PRINCIPAL)
+
+    async def save(store: DispatchStore) -> None:
+        await store.save_context_async(row)
+
+    if backend == "sqlite":
+        first = Store.open(tmp_path / "dispatch.sqlite")
+        asyncio.run(save(first))
+        first.close()
+        second = Store.open(tmp_path / "dispatch.sqlite")
+        found = second.context("ctx_1")
+        second.close()
+    else:
+        url = request.getfixturevalue("pg_url")
+        one = PgStore.open(url, replica_id="r1", lease_ms=15_000, now_ms=NOW)
+        asyncio.run(save(one))
+        other = PgStore.open(url, replica_id="r2", lease_ms=15_000, now_ms=NOW)
+        found = other.context("ctx_1")
+        other.close()
+        one.close()
+    assert found is not None and thaw(found.principal) == PRINCIPAL and found == row
+    assert found.owned_by("corp:web", SUBJECT)
+    assert not found.owned_by("corp:web", "hmac-sha256:" + "e" * 32)  # another user of it
+    assert not found.owned_by("corp:web") and not found.owned_by("cred", SUBJECT)
 
 
 def test_the_memory_log_writes_the_file_log_s_bytes(tmp_path: Path) -> None:
