@@ -4,7 +4,10 @@
   rebinding: 403 ``ORIGIN_REFUSED``, :mod:`servers.mcp.origins`);
 - the bearer token (``servers.http.app.bearer``, as every route of the runtime): 401 with
   ``WWW-Authenticate: Bearer``; 403 for a credential without both ``context.resolve`` and
-  ``tools.execute``;
+  ``tools.execute``. The endpoint is a protected resource of its own (the issuers' ``audience``
+  joined with ``mcp/{objective}``): a token for it is accepted, and with issuers its challenges
+  name its metadata (``resource_metadata``, served at
+  ``/.well-known/oauth-protected-resource/mcp/{objective}``) and the scope values it needs;
 - the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
   ``deployment``, each at most once: anything else is 400);
 - the credential's budget of MCP requests being answered, and MCP's share of the connections
@@ -33,7 +36,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from policy.json.strict import JsonError, dump_bytes, loads
 from servers.http import bodies
-from servers.http.app import bearer
+from servers.http.app import MCP_SCOPES, bearer
 from servers.http.bodies import error_response
 from servers.mcp import bridge, fast, origins
 from servers.mcp.handlers import Asked
@@ -51,7 +54,6 @@ from servers.wire.limits import MAX_ID_LENGTH
 
 LOG = logging.getLogger("seif.mcp")
 COORDINATES = ("consumer", "environment", "deployment")
-SCOPES = ("context.resolve", "tools.execute")
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
@@ -65,11 +67,14 @@ async def handle(request: web.Request) -> web.StreamResponse:
     )
     if rebinding is not None:
         raise Refused(ErrorCode.ORIGIN_REFUSED, rebinding)
+    objective = request.match_info["objective"]
+    # the resource the endpoint is: an objective the build does not declare is refused below,
+    # after the token (its challenge names the runtime's metadata, not a path's that is none)
+    resource = f"mcp/{objective}" if objective in mounted.managers else ""
     try:
-        credential = await bearer(request, *SCOPES)
+        credential = await bearer(request, *MCP_SCOPES, resource=resource)
     except Refused as exc:  # 401 and 403 with their `WWW-Authenticate`
         return error_response(exc)
-    objective = request.match_info["objective"]
     if objective not in mounted.managers:
         raise Refused(ErrorCode.OBJECTIVE_NOT_MOUNTED)
     with mounted.streams.held(credential.id, request.method == "GET") as refused:
