@@ -74,14 +74,15 @@ async def bearer(request: web.Request, *scopes: str, resource: str | None = None
     identities = request.app[IDENTITIES]
     header = request.headers.get("Authorization", "")
     token = header[7:] if header.startswith("Bearer ") else None
-    found_resource = None if resource is None else identities.protected(resource, scopes)
     try:
         found = await identities.authenticate(token, resource=resource)
     except TokenRefused:  # logged with the failed check by `Identities`
         raise Refused(
-            ErrorCode.TOKEN_INVALID, headers=_challenge('error="invalid_token"', found_resource)
+            ErrorCode.TOKEN_INVALID,
+            headers=_challenge('error="invalid_token"', _protected(identities, resource, scopes)),
         ) from None
     if found is None:
+        found_resource = _protected(identities, resource, scopes)
         if found_resource is None:
             raise Refused(ErrorCode.UNAUTHENTICATED, headers=CHALLENGE)
         error = 'error="invalid_token"' if token else None
@@ -96,10 +97,17 @@ async def bearer(request: web.Request, *scopes: str, resource: str | None = None
         if values:
             error += f', scope="{" ".join(values)}"'
         message = f"the token lacks the `{missing[0]}` scope"
-        challenge = _challenge(error, found_resource, scope=False)
+        challenge = _challenge(error, _protected(identities, resource, scopes), scope=False)
         raise Refused(ErrorCode.INSUFFICIENT_SCOPE, message, headers=challenge)
     request[AUTHENTICATED] = found
     return found
+
+
+def _protected(
+    identities: Identities, resource: str | None, scopes: tuple[str, ...]
+) -> ProtectedResource | None:
+    """The metadata a challenge names: none for a route that is no resource of its own."""
+    return None if resource is None else identities.protected(resource, scopes)
 
 
 def _challenge(

@@ -132,9 +132,22 @@ async def running(root: Path) -> AsyncIterator[Running]:
 
 
 @contextlib.asynccontextmanager
-async def oauth_client(url: str, auth: httpx2.Auth, mode: str) -> AsyncIterator[mcp.Client]:
-    """The official client on ``url`` with the SDK's OAuth ``auth`` and nothing else."""
-    async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(10.0, read=30.0)) as http:
+async def oauth_client(
+    url: str, auth: httpx2.Auth, mode: str, sent: list[str] | None = None
+) -> AsyncIterator[mcp.Client]:
+    """The official client on ``url`` with the SDK's OAuth ``auth`` and nothing else;
+    ``sent`` collects ``METHOD URL (status)`` of every request it makes, the OAuth flow's too."""
+
+    async def seen(answer: httpx2.Response) -> None:
+        if sent is not None:
+            request = answer.request
+            sent.append(
+                f"{request.method} {request.url.copy_with(query=None)} {answer.status_code}"
+            )
+
+    hooks = {"response": [seen]}
+    timeout = httpx2.Timeout(10.0, read=30.0)
+    async with httpx2.AsyncClient(auth=auth, timeout=timeout, event_hooks=hooks) as http:
         client = mcp.Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
         async with client:
             assert client.protocol_version == REVISION[mode]
@@ -160,11 +173,25 @@ def test_the_sdk_client_discovers_seif_and_gets_in_with_client_credentials(
                 client_secret=AGENT_SECRET,
                 issuer=r.op.issuer,
             )
-            async with oauth_client(url, auth, mode) as client:
+            sent: list[str] = []
+            async with oauth_client(url, auth, mode, sent) as client:
                 listed = await client.list_tools()
                 assert [t.name for t in listed.tools] == ["inspect_context", "search_knowledge"]
                 got = await client.call_tool("inspect_context", READ_ARGS, meta=call_meta("cc-1"))
                 assert got.is_error is False, dumped(got)
+            # what the client did: the 401, the metadata its challenge names, the provider's
+            # metadata (RFC 8414's path first, then OpenID's), the token, the request again
+            endpoint, op = f"{r.base}/mcp/learner", r.op.issuer
+            flow = [
+                f"POST {endpoint} 401",
+                f"GET {r.base}/.well-known/oauth-protected-resource/mcp/learner 200",
+                f"GET {op}.well-known/oauth-authorization-server 404",
+                f"GET {op}.well-known/openid-configuration 200",
+                f"POST {op}token 200",
+                f"POST {endpoint} 200",
+            ]
+            assert sent[: len(flow)] == flow, sent
+            assert not any(" 401" in line for line in sent[len(flow) :]), sent
             # one token, for the endpoint's own resource URL, with the scopes the 401 named
             [token] = storage.tokens
             claims = claims_of(token.access_token)
