@@ -124,6 +124,16 @@ def _challenge(
     return {CHALLENGE_HEADER: "Bearer " + ", ".join(params) if params else 'Bearer realm="seif"'}
 
 
+def resolvable(credential: Authenticated, objective: str) -> None:
+    """403 ``OBJECTIVE_FORBIDDEN`` unless ``credential`` may resolve ``objective`` (its
+    ``objectives``): the one place that rule is checked, for ``POST /v1/context/resolve`` and
+    the MCP endpoint ``/mcp/{objective}`` alike, before anything is resolved or opened. An
+    objective the build does not declare is forbidden too, to a credential narrowed to others
+    (it learns nothing of what the build declares)."""
+    if not credential.may_resolve(objective):
+        raise Refused(ErrorCode.OBJECTIVE_FORBIDDEN)
+
+
 def _approver(request: web.Request) -> str:
     """The approval credential only, never a bearer token; the approver id is trusted only
     from that credential."""
@@ -227,6 +237,7 @@ async def complete_turn(request: web.Request) -> web.Response:
 async def resolve(request: web.Request) -> web.Response:
     credential = await bearer(request, "context.resolve")
     asked = decode(ResolveRequest, await bodies.read_json(request))
+    resolvable(credential, asked.objective)
     turn = _live_turn(request, credential, asked.turn_id)
     answer = await request.app[RUNTIME].contexts.resolve(asked, turn, credential.id)
     return web.Response(body=answer, content_type="application/json")

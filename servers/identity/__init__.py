@@ -112,7 +112,7 @@ class Identities:
             raise TokenRefused(f"it is longer than {MAX_TOKEN_BYTES} bytes")
         credential = self._credentials.authenticate(token)
         if credential is not None:
-            return Authenticated.static(credential.id, credential.scopes)
+            return Authenticated.static(credential.id, credential.scopes, credential.objectives)
         if not self._by_iss:
             return None
         found = unverified(token)

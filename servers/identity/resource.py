@@ -7,7 +7,8 @@ that lets a client discover which authorization servers issue tokens for them (R
 - :func:`describe`: the metadata of one of them, from the issuers. A resource has one identifier:
   the first issuer's ``audience`` gives it, and ``authorization_servers`` lists every issuer with
   that same ``audience`` (an issuer with another one is not advertised: its tokens still work,
-  for the clients configured to ask for its audience).
+  for the clients configured to ask for its audience); an objective's endpoint leaves out the
+  issuers whose ``objectives`` do not hold it.
 - :func:`metadata_url`: where that metadata is published (RFC 9728 section 3.1, the well-known
   path inserted between the host and the path), which a 401 names in ``resource_metadata``.
 """
@@ -29,6 +30,8 @@ BEARER_METHODS = ("header",)
 """How a token may be presented: the ``Authorization`` header only (never a query or body)."""
 _UNSAFE = re.compile(r'[^\x21-\x7e]|["\\]')
 """What a URL quoted in a ``WWW-Authenticate`` parameter may not hold."""
+MCP_PREFIX = "mcp/"
+"""The path of an objective's MCP endpoint, before the objective."""
 
 
 def resource_url(audience: str, path: str) -> str:
@@ -80,8 +83,14 @@ def describe(
     issuers: Sequence[Issuer], path: str = "", scopes: Collection[str] | None = None
 ) -> ProtectedResource | None:
     """The metadata of the resource at ``path`` (empty: the runtime as a whole), None without
-    issuers. ``scopes``: the seif scopes the resource needs; ``scopes_supported`` then lists the
-    token scope values the advertised issuers map to them (None: every mapped value)."""
+    issuers. At the MCP endpoint of an objective (``mcp/{objective}``), an issuer whose
+    ``objectives`` leave it out is not advertised (its tokens would be refused there, 403
+    ``OBJECTIVE_FORBIDDEN``); with none left, there is no metadata. ``scopes``: the seif
+    scopes the resource needs; ``scopes_supported`` then lists the token scope values the
+    advertised issuers map to them (None: every mapped value)."""
+    objective = path.removeprefix(MCP_PREFIX) if path.startswith(MCP_PREFIX) else None
+    if objective is not None:  # an issuer narrowed to other objectives has no token for it
+        issuers = [i for i in issuers if i.objectives is None or objective in i.objectives]
     if not issuers:
         return None
     audience = issuers[0].audience

@@ -193,6 +193,7 @@ def _authenticated(claims: dict[str, Any], issuer: Issuer) -> Authenticated:
         scopes=scopes,
         principal=Principal(issuer.id, subject, client, MappingProxyType(kept)),
         granting=MappingProxyType(granting),
+        objectives=None if issuer.objectives is None else frozenset(issuer.objectives),
     )
 
 

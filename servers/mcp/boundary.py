@@ -8,8 +8,9 @@
   joined with ``mcp/{objective}``): a token for it is accepted, and with issuers its challenges
   name its metadata (``resource_metadata``, served at
   ``/.well-known/oauth-protected-resource/mcp/{objective}``) and the scope values it needs;
-- the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
-  ``deployment``, each at most once: anything else is 400);
+- the objective: 403 ``OBJECTIVE_FORBIDDEN`` for a credential whose ``objectives`` do not
+  hold it (``servers.http.app.resolvable``), 404 ``OBJECTIVE_UNKNOWN``; and the query
+  (``consumer``, ``environment``, ``deployment``, each at most once: anything else is 400);
 - the credential's budget of MCP requests being answered, and MCP's share of the connections
   (429 and 503, each a JSON-RPC error, :mod:`servers.mcp.streams`);
 - the body: its size and encoding (``servers.http.bodies``), strict JSON (JSON-RPC ``-32700``),
@@ -36,7 +37,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from policy.json.strict import JsonError, dump_bytes, loads
 from servers.http import bodies
-from servers.http.app import MCP_SCOPES, bearer
+from servers.http.app import MCP_SCOPES, bearer, resolvable
 from servers.http.bodies import error_response
 from servers.mcp import bridge, fast, origins
 from servers.mcp.handlers import Asked
@@ -75,6 +76,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         credential = await bearer(request, *MCP_SCOPES, resource=resource)
     except Refused as exc:  # 401 and 403 with their `WWW-Authenticate`
         return error_response(exc)
+    resolvable(credential, objective)  # 403 OBJECTIVE_FORBIDDEN: before any session or context
     if objective not in mounted.managers:
         raise Refused(ErrorCode.OBJECTIVE_NOT_MOUNTED)
     with mounted.streams.held(credential.id, request.method == "GET") as refused:

@@ -157,7 +157,10 @@ ROUTES: Final = (
         auth=BEARER,
         scope="context.resolve",
         body=r.ResolveRequest,
-        refuses=(E.OBJECTIVE_UNKNOWN, E.TURN_REQUIRED, E.RESOLUTION_BLOCKED),
+        refuses=(
+            *(E.OBJECTIVE_FORBIDDEN, E.OBJECTIVE_UNKNOWN),
+            *(E.TURN_REQUIRED, E.RESOLUTION_BLOCKED),
+        ),
     ),
     Route(
         "POST",

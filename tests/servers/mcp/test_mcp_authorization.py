@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from servers.identity.resource import metadata_url, resource_url
+from servers.config.issuers import Issuer
+from servers.identity.resource import describe, metadata_url, resource_url
 from servers.mcp.app import McpOptions
 from tests.support.identity import (
     AUDIENCE,
@@ -88,6 +89,25 @@ def test_resource_urls_and_where_their_metadata_is() -> None:
     )
     for not_discoverable in ("api://seif", "seif", 'https://a.example/"x', "https://a.example/ x"):
         assert metadata_url(not_discoverable) is None, not_discoverable
+
+
+def test_an_issuer_narrowed_to_other_objectives_is_not_advertised_at_their_endpoints() -> None:
+    def issuer(name: str, objectives: tuple[str, ...] | None) -> Issuer:
+        scopes = {f"{name}.resolve": "context.resolve", f"{name}.execute": "tools.execute"}
+        return Issuer(
+            name, f"https://{name}.example", AUDIENCE, ("RS256",), scopes, objectives=objectives
+        )
+
+    corp, partner = issuer("corp", ("learner",)), issuer("partner", None)
+    learner = describe([corp, partner], "mcp/learner", ("context.resolve", "tools.execute"))
+    authoring = describe([corp, partner], "mcp/authoring", ("context.resolve", "tools.execute"))
+    assert learner is not None and authoring is not None
+    assert learner.authorization_servers == ("https://corp.example", "https://partner.example")
+    assert authoring.authorization_servers == ("https://partner.example",)
+    assert authoring.scopes_supported == ("partner.resolve", "partner.execute")
+    assert describe([corp], "mcp/authoring") is None  # no issuer may serve it: no metadata
+    whole = describe([corp], "")
+    assert whole is not None and whole.authorization_servers == ("https://corp.example",)
 
 
 def test_the_metadata_of_the_runtime_and_of_an_objective_s_endpoint(tmp_path: Path) -> None:
