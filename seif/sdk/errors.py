@@ -48,7 +48,8 @@ class AuthenticationError(SeifRequestError):
 
 class PermissionDeniedError(SeifRequestError):
     """403: the credential lacks the route's scope (``FORBIDDEN``; ``INSUFFICIENT_SCOPE`` for
-    an issuer's access token)."""
+    an issuer's access token), or may not resolve the objective (``OBJECTIVE_FORBIDDEN``: it is
+    outside the credential's ``objectives``)."""
 
 
 class TurnRequiredError(SeifRequestError):

@@ -1,8 +1,10 @@
 """The approval server's aiohttp application: ``create_app(config) -> web.Application``.
 
 Approvers authenticate with their own bearer tokens (every approver compared, in constant
-time); approvers can see who they are signed in as, list, approve and reject, and nothing
-else: there is no route to resolve, execute or read traces. The page and its files are served
+time), or with an access token of an approvers' issuer (:mod:`servers.approval.approvers`);
+approvers can see who they are signed in as, list, approve and reject (each only the calls
+within its ``objectives`` and ``applications``), and nothing else: there is no route to
+resolve, execute or read traces. The page and its files are served
 with a strict Content-Security-Policy (no inline script or style, nothing from elsewhere) and
 ``X-Frame-Options: DENY``; every answer carries ``Cache-Control: no-store``.
 """
@@ -16,9 +18,10 @@ from importlib import resources
 
 from aiohttp import web
 
+from servers.approval.approvers import Approver, Gate
 from servers.approval.desk import Clock, Desk, check_reason
 from servers.approval.upstream import Upstream
-from servers.config.files import Credential, Credentials
+from servers.config.approvers import Approvers
 from servers.http.bodies import json_response, read_json
 from servers.http.middleware import errors
 from servers.http.pages import no_icon, secured
@@ -46,23 +49,20 @@ class ApprovalConfig:
     """What the approval server runs with (see ``seif approval-server``)."""
 
     runtime_url: str
-    approvers: Credentials
+    approvers: Approvers
     runner_token: str = field(repr=False)
     clock: Clock = wall_clock
     timeout_s: float = 10.0
 
 
 DESK: web.AppKey[Desk] = web.AppKey("desk", Desk)
-APPROVERS: web.AppKey[Credentials] = web.AppKey("approvers", Credentials)
+GATE: web.AppKey[Gate] = web.AppKey("gate", Gate)
 
 
-def _approver(request: web.Request) -> Credential:
+async def _approver(request: web.Request) -> Approver:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
-    found = request.app[APPROVERS].authenticate(token) if scheme.lower() == "bearer" else None
-    if found is None:
-        raise Refused(ErrorCode.UNAUTHENTICATED, "an approver's bearer token is required")
-    return found
+    return await request.app[GATE].approver(token if scheme.lower() == "bearer" else None)
 
 
 async def health(_request: web.Request) -> web.Response:
@@ -71,25 +71,27 @@ async def health(_request: web.Request) -> web.Response:
 
 async def me(request: web.Request) -> web.Response:
     """Who the bearer token signs in: the page shows it."""
-    body: Me = {"approver": _approver(request).id}
+    approver = await _approver(request)
+    body: Me = {"approver": approver.id, "name": approver.name}
     return json_response(body)
 
 
 async def pending(request: web.Request) -> web.Response:
-    _approver(request)
-    body = await request.app[DESK].pending(page_of(request.query))
+    approver = await _approver(request)
+    body = await request.app[DESK].pending(page_of(request.query), approver.narrowing)
     return web.Response(body=body, content_type="application/json")
 
 
 def _decision(kind: str) -> Handler:
     async def decide(request: web.Request) -> web.StreamResponse:
-        approver = _approver(request)
+        approver = await _approver(request)
         reason = check_reason(await read_json(request))
         pending_id = request.match_info["pendingId"]
         if len(pending_id) > MAX_ID_LENGTH:
             raise Refused(ErrorCode.PENDING_UNKNOWN)
         desk = request.app[DESK]
-        return json_response(await desk.decide(kind, pending_id, approver.id, reason))
+        decided = await desk.decide(kind, pending_id, approver.id, reason, approver.narrowing)
+        return json_response(decided)
 
     return decide
 
@@ -108,11 +110,15 @@ def create_app(config: ApprovalConfig) -> web.Application:
     app = web.Application(middlewares=[secured, errors], client_max_size=MAX_BODY_BYTES)
     upstream = Upstream(config.runtime_url, config.runner_token, timeout_s=config.timeout_s)
     app[DESK] = Desk(upstream, config.runner_token, config.clock)
-    app[APPROVERS] = config.approvers
+    app[GATE] = gate = Gate(config.approvers, config.runner_token, config.clock)
 
     async def closing(_app: web.Application) -> AsyncIterator[None]:
-        yield
-        await upstream.close()
+        await gate.start()  # each approvers' issuer's key set fetched once, bounded
+        try:
+            yield
+        finally:
+            await upstream.close()
+            await gate.aclose()
 
     app.cleanup_ctx.append(closing)
     app.router.add_get("/v1/health", health)

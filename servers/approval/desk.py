@@ -8,6 +8,12 @@ with another id: an approver's click approves exactly what the approver was show
 approval server forwards the runtime's own entry for it, never arguments from the browser.
 
 The list is paged (``servers.wire.paging``): each listing reads one page of the runtime's.
+
+An approver narrowed to some objectives or applications (:class:`Narrowing`) is listed only the
+calls within both, and decides only those: any other answers ``404 PENDING_UNKNOWN``, as a call
+never asked does, whatever this server knows of it. Its listing reads the runtime's pages, up to
+:data:`MAX_PAGES_READ` of them, until its page is full; ``next`` then follows the last call read.
+
 A decision is looked up afresh in the runtime: its one call, by the contextRef and callId this
 server listed it with (a pendingId it never listed is looked for page by page). Not listed:
 ``409 ALREADY_DECIDED`` when this server decided it (or forwarded a decision of it that the
@@ -34,6 +40,7 @@ from policy.json.canonical import EncodingError, canonical_json_bytes
 from policy.json.strict import dump_bytes
 from servers.approval.upstream import Answer, Upstream
 from servers.approval.view import arguments_view, exact_text
+from servers.config.approvers import EVERYTHING, Narrowing
 from servers.runtime.events import iso
 from servers.support.visible import has_visible
 from servers.wire import paging
@@ -50,12 +57,18 @@ MAX_REASON = 500
 FIELDS = ("contextRef", "tool", "callId", "arguments", "reason", "coordinates")
 TIMES = ("requestedAt", "expiresAt")
 PENDING_ID = re.compile(r"pnd_[0-9a-f]{32}")
+MAX_PAGES_READ = 20
+"""The runtime's pages a narrowed approver's listing reads at most (then its page may hold
+fewer calls, even none, and ``next`` goes on from the last call read)."""
+Where = tuple[str, str]
+"""A pending call's objective and application (what an approver's :class:`Narrowing` admits)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Decided:
     state: str
     approver: str | None
+    where: Where
     expires_at: str | None = None
 
     def body(self) -> dict[str, Any]:
@@ -72,6 +85,7 @@ class Known:
     expires_at: int
     call: tuple[str, str]
     """Its ``(contextRef, callId)``."""
+    where: Where
 
 
 def check_reason(body: dict[str, Any]) -> str:
@@ -86,6 +100,18 @@ def check_reason(body: dict[str, Any]) -> str:
     if not isinstance(reason, str) or not has_visible(reason):
         raise Refused(E.REASON_REQUIRED, "`reason` is required: say why, visibly")
     return reason
+
+
+def where(entry: dict[str, Any]) -> Where:
+    """The objective and the application of the runtime's entry (``""`` for one it lacks: no
+    narrowed approver's)."""
+    coordinates = entry.get("coordinates")
+    objective = coordinates.get("objective") if isinstance(coordinates, dict) else None
+    application = entry.get("application")
+    return (
+        objective if isinstance(objective, str) else "",
+        application if isinstance(application, str) else "",
+    )
 
 
 def _ms(text: object) -> int | None:
@@ -125,6 +151,15 @@ class Desk:
         entries, after_them = await self.upstream.pending(limit, after, call)
         return [found for entry in entries if (found := self._identified(entry))], after_them
 
+    async def _read(
+        self, limit: int, after: str | None
+    ) -> tuple[list[tuple[int, str, dict[str, Any]]], int, str | None]:
+        """:meth:`listed`, each call with its place in the runtime's page, and how many
+        entries that page had."""
+        entries, after_them = await self.upstream.pending(limit, after)
+        found = [(i, *one) for i, entry in enumerate(entries) if (one := self._identified(entry))]
+        return found, len(entries), after_them
+
     def _identified(self, entry: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         ref, call_id = entry.get("contextRef"), entry.get("callId")
         shaped = all(k in entry for k in (*FIELDS[:4], "expiresAt"))
@@ -134,42 +169,71 @@ class Desk:
             pending_id = self.pending_id(entry)
         except EncodingError:
             return None
-        known = Known(_ms(entry.get("expiresAt")) or 0, (ref, call_id))
+        known = Known(_ms(entry.get("expiresAt")) or 0, (ref, call_id), where(entry))
         self._remember(self._seen, pending_id, known)
         return pending_id, entry
 
-    async def pending(self, page: Page) -> bytes:
+    async def pending(self, page: Page, within: Narrowing = EVERYTHING) -> bytes:
         """The body of ``GET /v1/pending``: the runtime's page of ``page.limit`` calls, cut to
         what fits in 4 MiB here (``argumentsText`` makes an entry larger than the runtime's).
-        When fewer fit, the runtime is asked again for that many, so that ``next`` follows
-        exactly the last call shown."""
-        limit = page.limit
-        while True:
-            listed, after_them = await self.listed(limit, page.after)
-            shown = [dump_bytes(_shown(pending_id, entry)) for pending_id, entry in listed]
-            taken = paging.taken(map(len, shown), limit)
-            if taken == len(shown):
-                return paging.body(Listed(shown, after_them), now=iso(self.clock()))
-            limit = taken
+        When fewer fit, the runtime is asked again for the calls up to the last that fits, so
+        that ``next`` follows exactly the last call shown. An approver narrowed (``within``)
+        is shown only its calls: the runtime's pages are read on (each of up to
+        :data:`~servers.wire.paging.MAX_LIMIT` calls, again cut at the last call shown when
+        more are found than fit) until the page is full, the list ends, or
+        :data:`MAX_PAGES_READ` were read."""
+        shown: list[bytes] = []
+        after = page.after
+        for _ in range(1 if within.everything else MAX_PAGES_READ):
+            limit = page.limit - len(shown) if within.everything else MAX_LIMIT
+            cut = False
+            while True:
+                read, count, after_them = await self._read(limit, after)
+                admitted = [
+                    (i, dump_bytes(_shown(pending_id, entry)))
+                    for i, pending_id, entry in read
+                    if within.admits(*where(entry))
+                ]
+                sizes = [*map(len, shown), *(len(b) for _, b in admitted)]
+                fit = paging.taken(sizes, page.limit) - len(shown)
+                if fit == len(admitted):
+                    break
+                if fit == 0:  # the page is full: `next` follows the last call shown
+                    return paging.body(Listed(shown, after), now=iso(self.clock()))
+                limit, cut = admitted[fit - 1][0] + 1, True  # again, up to the last that fits
+            shown += [b for _, b in admitted]
+            after = after_them
+            if cut or after is None or len(shown) >= page.limit or count < limit:
+                break  # a full page, the list's end, or a page the runtime cut by its size
+        return paging.body(Listed(shown, after), now=iso(self.clock()))
 
-    async def decide(self, kind: str, pending_id: str, approver: str, reason: str) -> Any:
+    async def decide(
+        self,
+        kind: str,
+        pending_id: str,
+        approver: str,
+        reason: str,
+        within: Narrowing = EVERYTHING,
+    ) -> Any:
         """Approve (``kind`` ``approve``) or reject the pending call ``pending_id``. A decision
         of the same call already on its way through this server is waited for first: the
         later one then answers ``409 ALREADY_DECIDED`` with who decided (or, if the first
-        failed, goes ahead)."""
+        failed, goes ahead). A call outside ``within`` is ``404 PENDING_UNKNOWN``, whatever
+        its state."""
         earlier = self._inflight.get(pending_id)
         if earlier is not None:
             await asyncio.wait([earlier])
-            if pending_id in self._decided:
-                raise _already(self._decided[pending_id])
+            decided = self._decided.get(pending_id)
+            if decided is not None and within.admits(*decided.where):
+                raise _already(decided)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._inflight[pending_id] = done
         try:
             found = await self._find(pending_id)
-            if found is None:
-                raise self._not_pending(pending_id)
+            if found is None or not within.admits(*where(found)):
+                raise self._not_pending(pending_id, within)
             answer = await self.upstream.decide(kind, found, approver, reason)
-            return self._decided_by(kind, pending_id, approver, answer)
+            return self._decided_by(kind, pending_id, approver, answer, where(found))
         finally:
             if self._inflight.get(pending_id) is done:
                 del self._inflight[pending_id]
@@ -191,19 +255,21 @@ class Desk:
             if found is not None or after is None:
                 return found
 
-    def _decided_by(self, kind: str, pending_id: str, approver: str, answer: Answer) -> Any:
+    def _decided_by(
+        self, kind: str, pending_id: str, approver: str, answer: Answer, at: Where
+    ) -> Any:
         if answer.status == HTTPStatus.OK and isinstance(answer.body, dict):
             if kind == "approve":
                 expires = answer.body.get("expiresAt")
-                done = Decided("APPROVED", approver, expires if isinstance(expires, str) else None)
-                self._remember(self._decided, pending_id, done)
+                until = expires if isinstance(expires, str) else None
+                self._remember(self._decided, pending_id, Decided("APPROVED", approver, at, until))
                 return {**answer.body, "approver": approver}
-            self._remember(self._decided, pending_id, Decided("REJECTED", approver))
+            self._remember(self._decided, pending_id, Decided("REJECTED", approver, at))
             return {"state": "REJECTED", "approver": approver}
         if answer.code in (E.CALL_REJECTED.code, E.CALL_DECIDED.code):
             if pending_id not in self._decided:  # never forget who decided, when known
                 state = "REJECTED" if answer.code == E.CALL_REJECTED.code else "DECIDED"
-                self._remember(self._decided, pending_id, Decided(state, None))
+                self._remember(self._decided, pending_id, Decided(state, None, at))
             raise _already(self._decided[pending_id])
         if answer.code == E.REQUESTER_GONE.code:
             raise Refused(E.REQUESTER_GONE, "the request that asked for this call has gone")
@@ -214,12 +280,15 @@ class Desk:
         refused = answer.code or answer.status
         raise Refused(E.RUNTIME_ERROR, f"the runtime refused the decision: {refused}")
 
-    def _not_pending(self, pending_id: str) -> Refused:
+    def _not_pending(self, pending_id: str, within: Narrowing) -> Refused:
+        """Why ``pending_id`` cannot be decided, as far as ``within`` may know."""
         decided = self._decided.get(pending_id)
-        if decided is not None:
+        if decided is not None and within.admits(*decided.where):
             return _already(decided)
         seen = self._seen.get(pending_id)
-        if seen is not None and seen.expires_at <= self.clock():
+        if seen is not None and not within.admits(*seen.where):
+            seen = None
+        if decided is None and seen is not None and seen.expires_at <= self.clock():
             return Refused(E.PENDING_EXPIRED)
         message = "no such pending call: decided elsewhere, gone, or never asked"
         return Refused(E.PENDING_UNKNOWN, message)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from compiler.diagnostics import Collector
 from compiler.passes.parse import parse_json_text, read_text
 from compiler.passes.structure import json_type
-from policy.diagnostic import Diagnostic, DiagnosticError, Location
+from policy.diagnostic import Diagnostic, DiagnosticError, Location, did_you_mean
 from policy.json.pointer import join
 from policy.json.positions import with_positions
 
@@ -151,6 +151,35 @@ class Check:
             self.error(code, pointer, f"{show(text)} does not match `^[a-z][a-z0-9-]{{0,63}}$`")
             return None
         return text
+
+    def id_list(
+        self,
+        value: Any,
+        pointer: str,
+        what: str,
+        objectives: Collection[str] | None = None,
+    ) -> tuple[str, ...] | None:
+        """A list narrowing what a credential or an approver may do (``objectives``,
+        ``applications``): ids, none twice, at least one (``NARROWING_EMPTY``: an empty list
+        would allow nothing; no list allows all); with ``objectives`` (the build's), each one
+        of them (``UNKNOWN_OBJECTIVE``). None when a problem was found."""
+        before = len(self.problems)
+        found: list[str] = []
+        entries = self.array(value, pointer, "NARROWING_EMPTY", f"name {what}, or remove the list")
+        for i, entry in enumerate(entries):
+            at = join(pointer, i)
+            ident = self.identifier(entry, at, "INVALID_ID")
+            if ident is None:
+                continue
+            if ident in found:
+                self.error("DUPLICATE_ID", at, f"`{ident}` is listed twice")
+            elif objectives is not None and ident not in objectives:
+                known = sorted(objectives)
+                hint = did_you_mean(ident, known) or f"; the build declares {ids(known, 'none')}"
+                self.error("UNKNOWN_OBJECTIVE", at, f"objective `{ident}` is not declared{hint}")
+            else:
+                found.append(ident)
+        return tuple(found) if len(self.problems) == before else None
 
     def secret(self, value: Any, pointer: str, *, tool: bool) -> str | None:
         """The secret a ``tokenRef`` (any name) or a tool's ``secretRef``/``traceKeyRef`` names."""

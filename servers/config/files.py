@@ -10,10 +10,11 @@ references a file names; no secret value appears in a message, a repr or an exce
 
 from __future__ import annotations
 
+import functools
 import hmac
 import os
 import ssl
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -64,7 +65,7 @@ __all__ = [
     "approval_token",
     "load_bindings",
     "load_credentials",
-    "load_entries",
+    "distinct",
     "refusal",
     "tool_secret",
 ]
@@ -89,7 +90,7 @@ CODES = frozenset(
     CA_FILE_UNREADABLE CA_FILE_INVALID CA_FILE_HTTP_REFUSED
     APPROVAL_TOKEN_MISSING APPROVAL_TOKEN_NOT_DISTINCT
     APPROVERS_EMPTY APPROVER_TOKEN_REF_INVALID APPROVER_TOKEN_NOT_DISTINCT
-    ISSUER_INVALID
+    ISSUER_INVALID NARROWING_EMPTY UNKNOWN_OBJECTIVE
     """.split()  # noqa: SIM905  # one word per code reads as a table
 )
 """Every code a configuration diagnostic can carry; docs/runtime-config.md says what each means."""
@@ -100,6 +101,8 @@ class Credential:
     id: str
     scopes: frozenset[str]
     token: str = field(repr=False)
+    objectives: tuple[str, ...] | None = None
+    """The objectives it may resolve (``objectives``); None: every one."""
 
 
 class Credentials:
@@ -167,45 +170,35 @@ class Bindings:
 
 # The credentials file.
 def load_credentials(
-    path: str | Path, env: Mapping[str, str], *, keyring_get: KeyringGet = keyring.get_password
+    path: str | Path,
+    env: Mapping[str, str],
+    *,
+    keyring_get: KeyringGet = keyring.get_password,
+    objectives: Collection[str] | None = None,
 ) -> Credentials:
     """The application credentials of ``path`` (its static ``credentials``, its ``issuers``, or
-    both); raises `ConfigError` with every problem."""
+    both); raises `ConfigError` with every problem. ``objectives``: the build's objective ids,
+    when the caller has the build: what a credential's or an issuer's ``objectives`` may name
+    (``UNKNOWN_OBJECTIVE``; under ``issuers``, ``ISSUER_INVALID``)."""
     check = Check(str(path), env, keyring_get)
     root = check.object(check.document(path), "", (), ("credentials", "issuers"))
     found: list[Credential] = []
     if root is not None and "credentials" in root:
         empty = ("CREDENTIALS_EMPTY", "no entry")
-        found = _entries(root["credentials"], "credentials", empty, _credential, check)
+        parse = functools.partial(_credential, objectives=objectives)
+        found = _entries(root["credentials"], "credentials", empty, parse, check)
     elif root is not None and "issuers" not in root:
         check.error("MISSING_KEY", "", "missing key `credentials` (or `issuers`)")
     trusted: tuple[Issuer, ...] = ()
     if root is not None and "issuers" in root:
         folder = Path(path).absolute().parent  # a relative `jwksFile` starts here
-        trusted = issuers(root["issuers"], check, folder, SCOPES, [c.id for c in found])
+        taken = [c.id for c in found]
+        trusted = issuers(root["issuers"], check, folder, SCOPES, taken, objectives)
     check.done()
     return Credentials(found, trusted)
 
 
 EntryParser = Callable[[Any, str, "Check"], "Credential | None"]
-
-
-def load_entries(
-    path: str | Path,
-    env: Mapping[str, str],
-    key: str,
-    empty: tuple[str, str],
-    parse: EntryParser,
-    *,
-    keyring_get: KeyringGet = keyring.get_password,
-) -> Credentials:
-    """``{KEY: [entry, ...]}`` of ``path``, each entry parsed by ``parse``, ids and tokens
-    distinct; an empty list is the problem ``empty`` (code, message)."""
-    check = Check(str(path), env, keyring_get)
-    root = check.object(check.document(path), "", (key,))
-    found = _entries(root[key], key, empty, parse, check) if root and key in root else []
-    check.done()
-    return Credentials(found)
 
 
 def _entries(
@@ -215,12 +208,14 @@ def _entries(
     for i, item in enumerate(check.array(value, f"/{key}", *empty)):
         new = parse(item, f"/{key}/{i}", check)
         if new is not None:
-            _distinct(new, found, f"/{key}/{i}", check)
+            distinct(new, found, f"/{key}/{i}", check)
             found.append(new)
     return found
 
 
-def _distinct(new: Credential, found: Iterable[Credential], pointer: str, check: Check) -> None:
+def distinct(new: Credential, found: Iterable[Credential], pointer: str, check: Check) -> None:
+    """``new``'s id and token, each distinct from those of ``found`` (tokens compared in
+    constant time)."""
     for other in found:
         if other.id == new.id:
             check.error("DUPLICATE_ID", join(pointer, "id"), f"id `{new.id}` is used twice")
@@ -229,8 +224,10 @@ def _distinct(new: Credential, found: Iterable[Credential], pointer: str, check:
             check.error("DUPLICATE_TOKEN", join(pointer, "tokenRef"), message)
 
 
-def _credential(value: Any, pointer: str, check: Check) -> Credential | None:
-    item = check.object(value, pointer, ("id", "tokenRef", "scopes"))
+def _credential(
+    value: Any, pointer: str, check: Check, objectives: Collection[str] | None = None
+) -> Credential | None:
+    item = check.object(value, pointer, ("id", "tokenRef", "scopes"), ("objectives",))
     if item is None:
         return None
     before = len(check.problems)
@@ -241,9 +238,13 @@ def _credential(value: Any, pointer: str, check: Check) -> Credential | None:
         if "tokenRef" in item
         else None
     )
+    allowed = None
+    if "objectives" in item:
+        at = f"{pointer}/objectives"
+        allowed = check.id_list(item["objectives"], at, "an objective", objectives)
     if len(check.problems) > before or ident is None or scopes is None or token is None:
         return None
-    return Credential(id=ident, scopes=scopes, token=token)
+    return Credential(id=ident, scopes=scopes, token=token, objectives=allowed)
 
 
 def _scopes(value: Any, pointer: str, check: Check) -> frozenset[str]:

@@ -4,25 +4,27 @@ runtime accepts (docs/identity.md).
 Each entry is checked at start, every problem an ``ISSUER_INVALID`` diagnostic at its JSON
 pointer (and the line and column it resolves to): an algorithm allowlist that could hold
 ``none`` or an HMAC algorithm, a scope mapped to ``tools.approve``, a ``jwksUri`` that is
-neither ``https://`` nor loopback ``http://``, a ``jwksFile`` that holds no usable public key.
+neither ``https://`` nor loopback ``http://``, a ``jwksFile`` that holds no usable public key,
+``objectives`` naming an objective the build does not declare (when the loader has the build).
+The approvers file's ``issuers`` (``servers.config.approvers``) share these fields and checks.
 Nothing here fetches a key set or validates a token (``servers.identity`` does).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from compiler.passes.structure import json_type
 from compiler.readfile import read_regular
 from policy.json.pointer import join
 from policy.json.strict import JsonError, loads
-from servers.config.check import ID, Check, show
+from servers.config.check import Check, show
 from servers.config.endpoints import MAX_ENDPOINT_LENGTH, is_loopback
 from servers.config.jwks import ALGORITHMS, MAX_JWKS_BYTES, PublicKey, public_keys
 
@@ -30,6 +32,8 @@ __all__ = [
     "CODE",
     "DEFAULT_ALGORITHMS",
     "Issuer",
+    "each_issuer",
+    "issuer_of",
     "issuers",
 ]
 
@@ -65,7 +69,7 @@ class Issuer:
     file_keys: tuple[PublicKey, ...] = field(default=(), repr=False)
     """The keys of ``jwks_file``, read at load."""
     objectives: tuple[str, ...] | None = None
-    """The objectives its tokens may resolve (None: all); kept, not yet enforced."""
+    """The objectives its tokens may resolve (None: all)."""
 
     def granting(self, scope: str) -> tuple[str, ...]:
         """The token scope values this issuer maps to ``scope``, sorted."""
@@ -73,75 +77,113 @@ class Issuer:
 
 
 def issuers(
-    value: Any, check: Check, folder: Path, seif_scopes: Iterable[str], taken: Iterable[str]
+    value: Any,
+    check: Check,
+    folder: Path,
+    seif_scopes: Iterable[str],
+    taken: Iterable[str],
+    objectives: Collection[str] | None = None,
 ) -> tuple[Issuer, ...]:
     """The ``issuers`` array; every problem is reported as ``ISSUER_INVALID`` (``taken``: the
-    credential ids, which an issuer id may not repeat)."""
+    credential ids, which an issuer id may not repeat; ``objectives``: the build's objective
+    ids, when known, which an issuer's ``objectives`` must name)."""
+    scopes = frozenset(seif_scopes)
+
+    def one(item: Any, pointer: str) -> Issuer | None:
+        entry = check.object(item, pointer, KEYS, OPTIONAL)
+        if entry is None:
+            return None
+        return issuer_of(entry, pointer, check, folder, scopes, objectives=objectives)
+
+    return each_issuer(value, check, taken, one, lambda found: found)
+
+
+T = TypeVar("T")
+
+
+def each_issuer(
+    value: Any,
+    check: Check,
+    taken: Iterable[str],
+    parse: Callable[[Any, str], T | None],
+    issuer: Callable[[T], Issuer],
+) -> tuple[T, ...]:
+    """Each entry of an ``issuers`` array parsed by ``parse`` (``issuer``: the
+    :class:`Issuer` of what it gives), their ids distinct from each other and from ``taken``,
+    each ``issuer`` value listed once; every problem found under ``/issuers`` is
+    ``ISSUER_INVALID`` (its message still says what is wrong)."""
     before = len(check.problems)
-    found: list[Issuer] = []
+    found: list[T] = []
     entries = check.array(value, "/issuers", CODE, "list an issuer, or remove `issuers`")
     names = set(taken)
     for i, item in enumerate(entries):
         pointer = f"/issuers/{i}"
-        issuer = _issuer(item, pointer, check, folder, frozenset(seif_scopes))
-        if issuer is None:
+        parsed = parse(item, pointer)
+        if parsed is None:
             continue
-        if issuer.id in names:
-            check.error(CODE, join(pointer, "id"), f"id `{issuer.id}` is used twice")
-        if any(other.issuer == issuer.issuer for other in found):
-            message = f"another issuer has the `issuer` {show(issuer.issuer)}; list it once"
+        one = issuer(parsed)
+        if one.id in names:
+            check.error(CODE, join(pointer, "id"), f"id `{one.id}` is used twice")
+        if any(issuer(other).issuer == one.issuer for other in found):
+            message = f"another issuer has the `issuer` {show(one.issuer)}; list it once"
             check.error(CODE, join(pointer, "issuer"), message)
-        names.add(issuer.id)
-        found.append(issuer)
-    _recode(check, before)
+        names.add(one.id)
+        found.append(parsed)
+    check.problems[before:] = [replace(d, code=CODE) for d in check.problems[before:]]
     return tuple(found)
 
 
-def _recode(check: Check, before: int) -> None:
-    """Every problem found under ``/issuers``, whatever check found it, is ``ISSUER_INVALID``
-    (its message still says what is wrong)."""
-    check.problems[before:] = [replace(d, code=CODE) for d in check.problems[before:]]
-
-
-def _issuer(
-    value: Any, pointer: str, check: Check, folder: Path, seif_scopes: frozenset[str]
+def issuer_of(
+    item: Mapping[str, Any],
+    pointer: str,
+    check: Check,
+    folder: Path,
+    seif_scopes: frozenset[str] | None,
+    *,
+    claims: tuple[str, ...] | None = None,
+    objectives: Collection[str] | None = None,
 ) -> Issuer | None:
+    """The :class:`Issuer` of one entry whose keys the caller checked: with ``seif_scopes``,
+    its ``scopes`` (required) map to them; without (an approvers' issuer), it has none.
+    ``claims``, when given, are the claims read instead of the entry's ``claims``."""
     before = len(check.problems)
-    item = check.object(value, pointer, KEYS, OPTIONAL)
-    if item is None:
-        return None
     ident = check.identifier(item["id"], join(pointer, "id"), CODE) if "id" in item else None
     issuer = _text(item, "issuer", pointer, check)
     audience = _text(item, "audience", pointer, check)
     algorithms = _algorithms(item, pointer, check)
-    scopes = (
-        _scopes(item["scopes"], join(pointer, "scopes"), check, seif_scopes)
-        if "scopes" in item
-        else None
-    )
-    claims = _claims(item, pointer, check)
+    scopes: dict[str, str] | None = {}
+    if seif_scopes is not None:
+        scopes = (
+            _scopes(item["scopes"], join(pointer, "scopes"), check, seif_scopes)
+            if "scopes" in item
+            else None
+        )
+    kept = _claims(item, pointer, check) if claims is None else claims
     leeway: int | None = DEFAULT_LEEWAY_S
     if "leewaySeconds" in item:
         leeway = check.integer(
             item["leewaySeconds"], join(pointer, "leewaySeconds"), 0, MAX_LEEWAY_S
         )
     uri, file, keys = _key_source(item, pointer, check, folder)
-    objectives = _objectives(item, pointer, check)
-    if len(check.problems) > before:
-        return None
-    assert ident and issuer and audience and scopes is not None and leeway is not None
+    allowed = None
+    if "objectives" in item:
+        at = join(pointer, "objectives")
+        allowed = check.id_list(item["objectives"], at, "an objective", objectives)
+    if len(check.problems) > before or not (ident and issuer and audience):
+        return None  # a missing key is the caller's problem (reported with the object)
+    assert scopes is not None and leeway is not None
     return Issuer(
         id=ident,
         issuer=issuer,
         audience=audience,
         algorithms=algorithms,
         scopes=MappingProxyType(scopes),
-        claims=claims,
+        claims=kept,
         leeway_s=leeway,
         jwks_uri=uri,
         jwks_file=file,
         file_keys=keys,
-        objectives=objectives,
+        objectives=allowed,
     )
 
 
@@ -234,25 +276,6 @@ def _claims(item: Mapping[str, Any], pointer: str, check: Check) -> tuple[str, .
             check.error(CODE, where, f"claim `{name}` is listed twice")
         else:
             found.append(name)
-    return tuple(found)
-
-
-def _objectives(item: Mapping[str, Any], pointer: str, check: Check) -> tuple[str, ...] | None:
-    if "objectives" not in item:
-        return None
-    at = join(pointer, "objectives")
-    found: list[str] = []
-    for i, entry in enumerate(check.array(item["objectives"], at, CODE, "name an objective")):
-        where = join(at, i)
-        objective = check.string(entry, where)
-        if objective is None:
-            continue
-        if not ID.fullmatch(objective):
-            check.error(CODE, where, f"{show(objective)} is not an objective id")
-        elif objective in found:
-            check.error(CODE, where, f"objective `{objective}` is listed twice")
-        else:
-            found.append(objective)
     return tuple(found)
 
 

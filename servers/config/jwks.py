@@ -103,7 +103,7 @@ def _problem(entry: Any) -> str | None:
     if kid is not None and not isinstance(kid, str):
         return "its `kid` is not a string"
     alg = entry.get("alg")
-    if alg is not None and alg not in ALGORITHMS:
+    if alg is not None and (not isinstance(alg, str) or alg not in ALGORITHMS):
         return "its `alg` is not an asymmetric signature algorithm"
     return None
 

@@ -18,7 +18,7 @@ from servers.http import bodies
 from servers.http.bodies import json_response
 from servers.http.middleware import errors
 from servers.http.scrape import METRICS, counted, scrape
-from servers.identity import Authenticated, Identities, TokenRefused
+from servers.identity import Authenticated, Identities, ProtectedResource, TokenRefused
 from servers.runtime.held import HeldCalls
 from servers.runtime.metrics import Metrics
 from servers.runtime.readiness import blocking
@@ -58,34 +58,80 @@ CHALLENGE = {CHALLENGE_HEADER: 'Bearer realm="seif"'}
 INVALID_TOKEN = {CHALLENGE_HEADER: 'Bearer error="invalid_token"'}
 
 
-async def bearer(request: web.Request, *scopes: str) -> Authenticated:
+async def bearer(request: web.Request, *scopes: str, resource: str | None = None) -> Authenticated:
     """Who the request's bearer token is, holding every one of ``scopes``: the one place the
     runtime's routes and the MCP mount authenticate and check scopes. 401 ``UNAUTHENTICATED``
     (no token, or none this runtime knows) and ``TOKEN_INVALID`` (an issuer's token failing a
     check), each with ``WWW-Authenticate``; 403 ``FORBIDDEN`` for a static credential without
     a scope, ``INSUFFICIENT_SCOPE`` for an issuer's token (naming the token scope values that
-    would grant it). The caller is kept on the request (:data:`AUTHENTICATED`)."""
+    would grant it). The caller is kept on the request (:data:`AUTHENTICATED`).
+
+    ``resource``: the protected resource the route is, as a path under the issuers' audience
+    (the MCP mount's ``mcp/{objective}``; empty: the runtime as a whole). A token for it is
+    accepted, and with issuers every challenge names its metadata (``resource_metadata``,
+    RFC 9728) and the token scope values it needs (``scope``); a token presented and refused,
+    whatever it was, is then ``error="invalid_token"`` (RFC 6750)."""
+    identities = request.app[IDENTITIES]
     header = request.headers.get("Authorization", "")
     token = header[7:] if header.startswith("Bearer ") else None
     try:
-        found = await request.app[IDENTITIES].authenticate(token)
+        found = await identities.authenticate(token, resource=resource)
     except TokenRefused:  # logged with the failed check by `Identities`
-        raise Refused(ErrorCode.TOKEN_INVALID, headers=INVALID_TOKEN) from None
+        raise Refused(
+            ErrorCode.TOKEN_INVALID,
+            headers=_challenge('error="invalid_token"', _protected(identities, resource, scopes)),
+        ) from None
     if found is None:
-        raise Refused(ErrorCode.UNAUTHENTICATED, headers=CHALLENGE)
+        found_resource = _protected(identities, resource, scopes)
+        if found_resource is None:
+            raise Refused(ErrorCode.UNAUTHENTICATED, headers=CHALLENGE)
+        error = 'error="invalid_token"' if token else None
+        raise Refused(ErrorCode.UNAUTHENTICATED, headers=_challenge(error, found_resource))
     missing = [s for s in scopes if s not in found.scopes]
     if missing and found.granting is None:
         raise Refused(ErrorCode.FORBIDDEN, f"the credential lacks the `{missing[0]}` scope")
     if missing:
         assert found.granting is not None
         values = [v for s in missing for v in found.granting.get(s, ())]
-        challenge = 'Bearer error="insufficient_scope"'
+        error = 'error="insufficient_scope"'
         if values:
-            challenge += f', scope="{" ".join(values)}"'
+            error += f', scope="{" ".join(values)}"'
         message = f"the token lacks the `{missing[0]}` scope"
-        raise Refused(ErrorCode.INSUFFICIENT_SCOPE, message, headers={CHALLENGE_HEADER: challenge})
+        challenge = _challenge(error, _protected(identities, resource, scopes), scope=False)
+        raise Refused(ErrorCode.INSUFFICIENT_SCOPE, message, headers=challenge)
     request[AUTHENTICATED] = found
     return found
+
+
+def _protected(
+    identities: Identities, resource: str | None, scopes: tuple[str, ...]
+) -> ProtectedResource | None:
+    """The metadata a challenge names: none for a route that is no resource of its own."""
+    return None if resource is None else identities.protected(resource, scopes)
+
+
+def _challenge(
+    error: str | None, resource: ProtectedResource | None, *, scope: bool = True
+) -> dict[str, str]:
+    """``WWW-Authenticate``: ``Bearer`` with ``error`` (``error="..."``, and its ``scope``), then
+    the resource's metadata URL and (``scope``) the token scope values it needs."""
+    params = [error] if error else []
+    where = resource.metadata_url if resource is not None else None
+    if resource is not None and where is not None:
+        params.append(f'resource_metadata="{where}"')
+    if resource is not None and scope and resource.scopes_supported:
+        params.append(f'scope="{" ".join(resource.scopes_supported)}"')
+    return {CHALLENGE_HEADER: "Bearer " + ", ".join(params) if params else 'Bearer realm="seif"'}
+
+
+def resolvable(credential: Authenticated, objective: str) -> None:
+    """403 ``OBJECTIVE_FORBIDDEN`` unless ``credential`` may resolve ``objective`` (its
+    ``objectives``): the one place that rule is checked, for ``POST /v1/context/resolve`` and
+    the MCP endpoint ``/mcp/{objective}`` alike, before anything is resolved or opened. An
+    objective the build does not declare is forbidden too, to a credential narrowed to others
+    (it learns nothing of what the build declares)."""
+    if not credential.may_resolve(objective):
+        raise Refused(ErrorCode.OBJECTIVE_FORBIDDEN)
 
 
 def _approver(request: web.Request) -> str:
@@ -140,6 +186,37 @@ async def capabilities(request: web.Request) -> web.Response:
     return json_response(capabilities_of(revisions))
 
 
+MCP_SCOPES = ("context.resolve", "tools.execute")
+"""What a credential needs at the MCP endpoint of an objective (``servers.mcp``)."""
+METADATA_HEADERS = {"Access-Control-Allow-Origin": "*"}
+"""Public metadata: a browser-based MCP client on any origin may read it (no credential)."""
+
+
+async def resource_metadata(request: web.Request) -> web.Response:
+    """This runtime as an OAuth protected resource (RFC 9728); 404 without issuers."""
+    return _metadata(request, "", None)
+
+
+async def mcp_resource_metadata(request: web.Request) -> web.Response:
+    """The MCP endpoint of an objective as an OAuth protected resource (RFC 9728): what an MCP
+    client discovers from the endpoint's 401. 404 without issuers, MCP or the objective."""
+    if not request.app[MCP_REVISIONS]:
+        raise Refused(ErrorCode.NOT_FOUND)
+    objective = request.match_info["objective"]
+    if objective not in request.app[PREPARED].build.project.objective_by_id:
+        raise Refused(ErrorCode.OBJECTIVE_NOT_MOUNTED)
+    return _metadata(request, f"mcp/{objective}", MCP_SCOPES)
+
+
+def _metadata(request: web.Request, path: str, scopes: tuple[str, ...] | None) -> web.Response:
+    found = request.app[IDENTITIES].protected(path, scopes)
+    if found is None:
+        raise Refused(ErrorCode.NOT_FOUND)
+    answer = json_response(found.to_json())
+    answer.headers.update(METADATA_HEADERS)
+    return answer
+
+
 async def openapi_doc(_request: web.Request) -> web.Response:
     # served without a credential: the generic document, never the build's objective ids
     return json_response(openapi.document())
@@ -160,6 +237,7 @@ async def complete_turn(request: web.Request) -> web.Response:
 async def resolve(request: web.Request) -> web.Response:
     credential = await bearer(request, "context.resolve")
     asked = decode(ResolveRequest, await bodies.read_json(request))
+    resolvable(credential, asked.objective)
     turn = _live_turn(request, credential, asked.turn_id)
     answer = await request.app[RUNTIME].contexts.resolve(asked, turn, credential)
     return web.Response(body=answer, content_type="application/json")
@@ -334,6 +412,8 @@ HANDLERS: dict[str, Handler] = {
     "report": report,
     "traces_head": traces_head,
     "traces": traces,
+    "resource_metadata": resource_metadata,
+    "mcp_resource_metadata": mcp_resource_metadata,
 }
 """The handler of each route of :data:`servers.wire.routes.ROUTES`, by name (``metrics``:
 :func:`servers.http.scrape.scrape`)."""

@@ -60,6 +60,9 @@ BACKLOG = 512
 MAX_FIELD_BYTES = 64 << 10
 """The longest header field read: a bearer token past its own bound (16 KiB) is still read, so
 that the answer can be 401 ``TOKEN_INVALID`` (docs/identity.md)."""
+MAX_HEADERS = 48
+"""At most this many header fields (aiohttp's default is 128): with fields up to
+:data:`MAX_FIELD_BYTES`, a request head stays within 3 MiB."""
 
 # the parser's faults, by class, from the most specific: what a client is told instead of the
 # parser's own message (which quotes the request)
@@ -346,6 +349,7 @@ class GuardedSite(web.BaseSite):
             lingering_time=min(LINGER_S, self._limits.header_timeout_s),
             access_log=None,
             max_field_size=MAX_FIELD_BYTES,
+            max_headers=MAX_HEADERS,
         )
         # counted from now, not from connection_made: the connections of one accept burst
         # are all created before the first of them is connected

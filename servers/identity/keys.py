@@ -6,8 +6,10 @@
 - A fetch that fails, hangs, or answers what is not a key set with a usable key leaves the
   cached keys in force, and is logged (the issuer's id and why, never a URL or a token).
 - A token whose key is not in the cache (an unknown ``kid``) refetches, at most once every
-  :data:`REFETCH_INTERVAL_S`; keys older than :data:`MAX_AGE_S` are refetched in the
-  background while they stay in force, so a key removed from the set stops verifying.
+  :data:`REFETCH_INTERVAL_S` (a request that finds a fetch under way joins it instead); keys
+  older than :data:`MAX_AGE_S` are refetched in the background while they stay in force, so a
+  key removed from the set stops verifying, and after a failed attempt not again within
+  :data:`REFETCH_INTERVAL_S`.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class IssuerKeys:
     """The keys one issuer's tokens are verified with."""
 
     __slots__ = (
+        "_attempted_at",
         "_fetched_at",
         "_inflight",
         "_issuer",
@@ -61,6 +64,8 @@ class IssuerKeys:
         self._keys: tuple[PublicKey, ...] = issuer.file_keys
         self._monotonic = monotonic
         self._fetched_at: float | None = None
+        self._attempted_at: float | None = None
+        """When the last fetch began, whatever its end."""
         self._refetched_at: float | None = None
         self._inflight: asyncio.Future[None] | None = None
         self._tls: ssl.SSLContext | None = None
@@ -88,11 +93,9 @@ class IssuerKeys:
         if found or self._issuer.jwks_uri is None:
             self._refresh_if_stale()
             return found
-        if self._running():
-            await self._refresh()  # the fetch under way (the first one, at start)
-            found = self._match(kid, alg)
-            if found:
-                return found
+        if self._running():  # the fetch under way is as fresh as one begun now: no second
+            await self._refresh()
+            return self._match(kid, alg)
         now = self._monotonic()
         if self._refetched_at is not None and now - self._refetched_at < REFETCH_INTERVAL_S:
             return ()
@@ -113,9 +116,12 @@ class IssuerKeys:
         return self._inflight is not None and not self._inflight.done()
 
     def _refresh_if_stale(self) -> None:
-        fetched = self._fetched_at
-        if fetched is None or self._running() or self._monotonic() - fetched < MAX_AGE_S:
+        fetched, attempted, now = self._fetched_at, self._attempted_at, self._monotonic()
+        if fetched is None or self._running() or now - fetched < MAX_AGE_S:
             return
+        if attempted is not None and now - attempted < REFETCH_INTERVAL_S:
+            return  # the last attempt failed: not again before the interval (any caller can
+            # make keys stale ones' refresh run, so a failing endpoint is not hammered)
         self._inflight = asyncio.ensure_future(self._fetch_and_keep())
 
     async def _refresh(self) -> None:
@@ -127,6 +133,7 @@ class IssuerKeys:
 
     async def _fetch_and_keep(self) -> None:
         self.fetches += 1
+        self._attempted_at = self._monotonic()
         try:
             found = await asyncio.wait_for(self._fetch(), FETCH_TIMEOUT_S)
         except TimeoutError:
@@ -135,6 +142,8 @@ class IssuerKeys:
             reason = str(exc)
         except (aiohttp.ClientError, OSError) as exc:
             reason = f"the connection failed ({type(exc).__name__})"
+        except Exception as exc:  # whatever a key set can make a library raise: never a 500
+            reason = f"the answer could not be read ({type(exc).__name__})"
         else:
             self._keys = found
             self._fetched_at = self._monotonic()

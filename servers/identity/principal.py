@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -53,12 +53,15 @@ class Authenticated:
     ``id`` is what the runtime keys what a caller owns by (contexts, turns, held calls): a
     static credential's id, or ``<issuer id>:<client id>`` for a token (a colon no credential
     id holds). ``granting`` is, for a token, each seif scope with the token scope values that
-    grant it (what a 403 ``insufficient_scope`` names); None for a static credential."""
+    grant it (what a 403 ``insufficient_scope`` names); None for a static credential.
+    ``objectives``: the objectives it may resolve (the credential's or the issuer's
+    ``objectives``); None: every one."""
 
     id: str
     scopes: frozenset[str]
     principal: Principal
     granting: Mapping[str, tuple[str, ...]] | None = None
+    objectives: frozenset[str] | None = None
 
     @property
     def owner(self) -> tuple[str, str | None, str | None]:
@@ -68,9 +71,18 @@ class Authenticated:
         return (self.id, self.principal.issuer, self.principal.subject)
 
     @staticmethod
-    def static(credential_id: str, scopes: frozenset[str]) -> Authenticated:
+    def static(
+        credential_id: str, scopes: frozenset[str], objectives: Iterable[str] | None = None
+    ) -> Authenticated:
         """A static credential's: the principal of an application alone."""
-        return Authenticated(credential_id, scopes, Principal(None, None, credential_id))
+        allowed = None if objectives is None else frozenset(objectives)
+        principal = Principal(None, None, credential_id)
+        return Authenticated(credential_id, scopes, principal, objectives=allowed)
+
+    def may_resolve(self, objective: str) -> bool:
+        """Whether it may resolve ``objective`` (``servers.http.app.resolvable`` refuses
+        the others)."""
+        return self.objectives is None or objective in self.objectives
 
 
 def subject_fingerprint(key: bytes, issuer: str, subject: str) -> str:

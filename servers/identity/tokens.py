@@ -49,6 +49,9 @@ __all__ = ["MAX_TOKEN_BYTES", "TokenRefused", "Unverified", "unverified", "valid
 
 MAX_TOKEN_BYTES = 16 << 10
 """A bearer token longer than this is refused unread."""
+MAX_KEYS_WITHOUT_KID = 8
+"""A token that names no ``kid`` is tried against at most this many keys of its algorithm (the
+first in the set): an unauthenticated request never costs more signature checks."""
 MAX_NAME_CHARS = 512
 """The longest ``sub`` and client id accepted."""
 TYPES = frozenset({"at+jwt", "application/at+jwt", "jwt", "application/jwt"})
@@ -122,7 +125,10 @@ async def validate(
     kid = header.get("kid")
     if kid is not None and not isinstance(kid, str):
         raise TokenRefused("its `kid` is not a string", issuer.id)
-    _verify(found.token, issuer.algorithms, await candidates(kid, alg), issuer.id)
+    keys = await candidates(kid, alg)
+    if kid is None:  # every key of the algorithm could be it: a bounded number are tried
+        keys = keys[:MAX_KEYS_WITHOUT_KID]
+    _verify(found.token, issuer.algorithms, keys, issuer.id)
     _check_claims(claims, issuer, now_s, audiences)
     return _authenticated(claims, issuer)
 
@@ -193,6 +199,7 @@ def _authenticated(claims: dict[str, Any], issuer: Issuer) -> Authenticated:
         scopes=scopes,
         principal=Principal(issuer.id, subject, client, MappingProxyType(kept)),
         granting=MappingProxyType(granting),
+        objectives=None if issuer.objectives is None else frozenset(issuer.objectives),
     )
 
 

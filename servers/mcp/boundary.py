@@ -4,9 +4,13 @@
   rebinding: 403 ``ORIGIN_REFUSED``, :mod:`servers.mcp.origins`);
 - the bearer token (``servers.http.app.bearer``, as every route of the runtime): 401 with
   ``WWW-Authenticate: Bearer``; 403 for a credential without both ``context.resolve`` and
-  ``tools.execute``;
-- the objective (404 ``OBJECTIVE_UNKNOWN``) and the query (``consumer``, ``environment``,
-  ``deployment``, each at most once: anything else is 400);
+  ``tools.execute``. The endpoint is a protected resource of its own (the issuers' ``audience``
+  joined with ``mcp/{objective}``): a token for it is accepted, and with issuers its challenges
+  name its metadata (``resource_metadata``, served at
+  ``/.well-known/oauth-protected-resource/mcp/{objective}``) and the scope values it needs;
+- the objective: 403 ``OBJECTIVE_FORBIDDEN`` for a credential whose ``objectives`` do not
+  hold it (``servers.http.app.resolvable``), 404 ``OBJECTIVE_UNKNOWN``; and the query
+  (``consumer``, ``environment``, ``deployment``, each at most once: anything else is 400);
 - the credential's budget of MCP requests being answered, and MCP's share of the connections
   (429 and 503, each a JSON-RPC error, :mod:`servers.mcp.streams`);
 - the body: its size and encoding (``servers.http.bodies``), strict JSON (JSON-RPC ``-32700``),
@@ -33,7 +37,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from policy.json.strict import JsonError, dump_bytes, loads
 from servers.http import bodies
-from servers.http.app import bearer
+from servers.http.app import MCP_SCOPES, bearer, resolvable
 from servers.http.bodies import error_response
 from servers.identity.principal import Authenticated
 from servers.mcp import bridge, fast, origins
@@ -52,7 +56,6 @@ from servers.wire.limits import MAX_ID_LENGTH
 
 LOG = logging.getLogger("seif.mcp")
 COORDINATES = ("consumer", "environment", "deployment")
-SCOPES = ("context.resolve", "tools.execute")
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
@@ -66,11 +69,15 @@ async def handle(request: web.Request) -> web.StreamResponse:
     )
     if rebinding is not None:
         raise Refused(ErrorCode.ORIGIN_REFUSED, rebinding)
+    objective = request.match_info["objective"]
+    # the resource the endpoint is: an objective the build does not declare is refused below,
+    # after the token (its challenge names the runtime's metadata, not a path's that is none)
+    resource = f"mcp/{objective}" if objective in mounted.managers else ""
     try:
-        credential = await bearer(request, *SCOPES)
+        credential = await bearer(request, *MCP_SCOPES, resource=resource)
     except Refused as exc:  # 401 and 403 with their `WWW-Authenticate`
         return error_response(exc)
-    objective = request.match_info["objective"]
+    resolvable(credential, objective)  # 403 OBJECTIVE_FORBIDDEN: before any session or context
     if objective not in mounted.managers:
         raise Refused(ErrorCode.OBJECTIVE_NOT_MOUNTED)
     with mounted.streams.held(credential.id, request.method == "GET") as refused:

@@ -171,12 +171,16 @@ def _configuration(
     keyring_get: Callable[[str, str], str | None],
 ) -> tuple[Build, Credentials, Bindings, str | None]:
     """The build, credentials, bindings and approval token, or :class:`StartRefused` with the
-    problems of all of them (the bindings are checked against the build, so a build that does
-    not load leaves them unchecked)."""
+    problems of all of them (the bindings, and the objectives the credentials name, are checked
+    against the build, so a build that does not load leaves them unchecked)."""
     errors: list[DiagnosticError] = []
     build = _attempt(errors, lambda: _load_build(build_dir))
+    objectives = build.project.objective_by_id.keys() if build is not None else None
     credentials = _attempt(
-        errors, lambda: load_credentials(credentials_path, env, keyring_get=keyring_get)
+        errors,
+        lambda: load_credentials(
+            credentials_path, env, keyring_get=keyring_get, objectives=objectives
+        ),
     )
     bindings = token = None
     if build is not None:

@@ -100,7 +100,9 @@ class UpstreamConnection:
 
     @property
     def up(self) -> bool:
-        return self._client is not None
+        """Connected, and its connection not known to have ended (a process that exited, a
+        failed listing): from that moment on nothing more is sent on it."""
+        return self._client is not None and not (self._ended is not None and self._ended.is_set())
 
     def watch(self, changed: Callable[[str], None]) -> None:
         """Call ``changed(server)`` whenever its listing changes (or it goes up or down)."""
@@ -209,7 +211,7 @@ class UpstreamConnection:
     async def digests(self, max_age: float) -> Digests | None:
         """Its listing, read again when older than ``max_age`` seconds (0: now); None while
         it is down or when the listing cannot be read. Never raises (but for cancellation)."""
-        if self._client is None:
+        if not self.up:
             return None
         listed = self._listed_at
         if listed is not None and max_age > 0 and self._clock() - listed <= max_age:
@@ -282,7 +284,7 @@ class UpstreamConnection:
         the SDK raises (``MCPError``: an error answer, a timeout, a closed connection; a
         pydantic ``ValidationError``: a result that is not one)."""
         client, session = self._client, self._session
-        if client is None:
+        if client is None or not self.up:
             raise NotConnected
         params = {"name": name, "arguments": arguments, "_meta": dict(meta)}
         if session is not None:

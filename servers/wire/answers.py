@@ -343,6 +343,17 @@ class TraceHead(TypedDict):
     digest: Annotated[str | None, Schema({"pattern": "^blake3:[0-9a-f]{64}$"})]
 
 
+class ResourceMetadata(TypedDict):
+    """This runtime, or the MCP endpoint of an objective, as an OAuth 2.0 protected resource
+    (RFC 9728): its resource URL, the issuers of the tokens it accepts, the token scope values
+    it needs, and how a token is presented (the ``Authorization`` header only)."""
+
+    resource: str
+    authorization_servers: list[str]
+    scopes_supported: list[str]
+    bearer_methods_supported: list[Literal["header"]]
+
+
 COMPONENTS: tuple[type, ...] = (
     Error,
     Blocked,
@@ -361,6 +372,7 @@ COMPONENTS: tuple[type, ...] = (
     ApprovalStatus,
     Trace,
     TraceHead,
+    ResourceMetadata,
 )
 """The answers the document names (``#/components/schemas/NAME``); the others are inline."""
 CLOSED: frozenset[type] = frozenset(

@@ -43,6 +43,9 @@ class ApproverPendingCall(PendingCall):
 
 
 class Me(TypedDict):
-    """``GET /v1/me``: the approver the bearer token signs in."""
+    """``GET /v1/me``: the approver the bearer token signs in: ``approver``, its id (what the
+    runtime records: a static approver's id, or ``<issuer id>:<subject fingerprint>``), and
+    ``name``, what the page shows (an issuer's ``nameClaim``, else the id)."""
 
     approver: str
+    name: str

@@ -53,6 +53,9 @@ class ErrorCode(Enum):
     INSUFFICIENT_SCOPE = S.FORBIDDEN, "the token lacks a scope this route needs"
     """An issuer's valid access token without the scope: ``WWW-Authenticate`` names the token
     scope values that would grant it."""
+    OBJECTIVE_FORBIDDEN = S.FORBIDDEN, "the credential may not resolve this objective"
+    """A credential or an issuer whose ``objectives`` do not hold the objective asked for:
+    ``POST /v1/context/resolve`` and the MCP endpoint ``/mcp/{objective}``."""
     STORE_UNAVAILABLE = (
         S.SERVICE_UNAVAILABLE,
         "the store did not answer: retry (a call with the same `callId` runs once)",

@@ -157,7 +157,10 @@ ROUTES: Final = (
         auth=BEARER,
         scope="context.resolve",
         body=r.ResolveRequest,
-        refuses=(E.OBJECTIVE_UNKNOWN, E.TURN_REQUIRED, E.RESOLUTION_BLOCKED),
+        refuses=(
+            *(E.OBJECTIVE_FORBIDDEN, E.OBJECTIVE_UNKNOWN),
+            *(E.TURN_REQUIRED, E.RESOLUTION_BLOCKED),
+        ),
     ),
     Route(
         "POST",
@@ -239,6 +242,25 @@ ROUTES: Final = (
         auth=BEARER,
         scope="traces.read",
         refuses=(E.BAD_REQUEST, E.CONTEXT_UNKNOWN),
+    ),
+    Route(
+        "GET",
+        "/.well-known/oauth-protected-resource",
+        "resource_metadata",
+        "this runtime as an OAuth protected resource (RFC 9728): its `resource` (the issuers'"
+        " `audience`), the issuers, the token scope values; no credential (404 without issuers)",
+        {OK: a.ResourceMetadata},
+        refuses=(E.NOT_FOUND,),
+    ),
+    Route(
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp/{objective}",
+        "mcp_resource_metadata",
+        "the MCP endpoint of an objective as an OAuth protected resource (RFC 9728), what an MCP"
+        " client discovers from its 401; no credential (404 without issuers, MCP or the"
+        " objective)",
+        {OK: a.ResourceMetadata},
+        refuses=(E.NOT_FOUND, E.OBJECTIVE_NOT_MOUNTED),
     ),
     Route(
         "GET",

@@ -24,8 +24,7 @@ import aiohttp
 
 from policy.json.strict import loads
 from servers.approval.app import ApprovalConfig, create_app
-from servers.config.approvers import load_approvers
-from servers.config.files import Credentials
+from servers.config.approvers import Approvers, load_approvers
 from tests.support.runtime_harness import (
     APPROVAL_TOKEN,
     ENV,
@@ -53,7 +52,7 @@ ANA = {"Authorization": f"Bearer {ANA_TOKEN}"}
 BEN = {"Authorization": f"Bearer {BEN_TOKEN}"}
 
 
-def APPROVERS_CREDENTIALS() -> Credentials:  # reads as the constant it builds
+def APPROVERS_CREDENTIALS() -> Approvers:  # reads as the constant it builds
     """The approvers of :data:`APPROVERS`, with their tokens."""
     with tempfile.TemporaryDirectory() as tmp:
         return load_approvers(write_approvers(Path(tmp)), {**ENV, **APPROVER_ENV})
@@ -121,16 +120,24 @@ async def decide(a: ApprovalStack, kind: str, call_id: str) -> Reply:
 
 @asynccontextmanager
 async def approval_stack(
-    root: Path, *, clock: Clock = wall_clock, runtime_url: str | None = None, **options: Any
+    root: Path,
+    *,
+    clock: Clock = wall_clock,
+    runtime_url: str | None = None,
+    approvers: Mapping[str, Any] | None = None,
+    approver_env: Mapping[str, str] | None = None,
+    **options: Any,
 ) -> AsyncIterator[ApprovalStack]:
     """A :func:`running_stack` (``options`` are its) and an approval server in front of it
-    (or of ``runtime_url``), reading ``clock``."""
-    env = {**ENV, **APPROVER_ENV}
-    approvers = load_approvers(write_approvers(root), env)
+    (or of ``runtime_url``), reading ``clock``; ``approvers``: the approvers file's document
+    (default :data:`APPROVERS`), its tokens from ``approver_env`` besides
+    :data:`APPROVER_ENV`."""
+    env = {**ENV, **APPROVER_ENV, **(approver_env or {})}
+    loaded = load_approvers(write_approvers(root, approvers), env)
     async with running_stack(root, clock=clock, **options) as runtime:
         config = ApprovalConfig(
             runtime_url=runtime_url or runtime.runtime,
-            approvers=approvers,
+            approvers=loaded,
             runner_token=APPROVAL_TOKEN,
             clock=clock,
             timeout_s=5.0,

@@ -47,12 +47,15 @@ export class BadRequestError extends SeifRequestError {
   override name = "BadRequestError";
 }
 
-/** 401: no credential, or not a credential this runtime knows (`UNAUTHENTICATED`). */
+/** 401: no credential, or not a credential this runtime knows (`UNAUTHENTICATED`), or an
+ * issuer's access token that failed a check (`TOKEN_INVALID`). */
 export class AuthenticationError extends SeifRequestError {
   override name = "AuthenticationError";
 }
 
-/** 403: the credential lacks the route's scope (`FORBIDDEN`). */
+/** 403: the credential lacks the route's scope (`FORBIDDEN`; `INSUFFICIENT_SCOPE` for an
+ * issuer's access token), or may not resolve the objective (`OBJECTIVE_FORBIDDEN`: it is outside
+ * the credential's `objectives`). */
 export class PermissionDeniedError extends SeifRequestError {
   override name = "PermissionDeniedError";
 }

@@ -31,6 +31,7 @@ describe("request errors", () => {
     [answer(400, "OBJECTIVE_UNKNOWN"), BadRequestError, 400, "OBJECTIVE_UNKNOWN"],
     [answer(401, "UNAUTHENTICATED"), AuthenticationError, 401, "UNAUTHENTICATED"],
     [answer(403, "FORBIDDEN"), PermissionDeniedError, 403, "FORBIDDEN"],
+    [answer(403, "OBJECTIVE_FORBIDDEN"), PermissionDeniedError, 403, "OBJECTIVE_FORBIDDEN"],
     [answer(403, "TURN_REQUIRED"), TurnRequiredError, 403, "TURN_REQUIRED"],
     [answer(404, "CONTEXT_UNKNOWN"), NotFoundError, 404, "CONTEXT_UNKNOWN"],
     [answer(409, "TURN_COMPLETED"), ConflictError, 409, "TURN_COMPLETED"],

@@ -43,6 +43,7 @@ import { viewElement } from "./view.js";
   const state = {
     token: null, skewMs: 0, entries: new Map(), timers: [], refreshSeq: 0, refreshing: null,
     nextId: 1, pages: [], // {after, next} of each page loaded
+    me: null, // {approver, name} of `GET /v1/me`
   };
 
   // --- small helpers -------------------------------------------------------------------------
@@ -59,6 +60,12 @@ import { viewElement } from "./view.js";
   function shown(value) {
     if (value === null || value === undefined || value === "") return "—";
     return typeof value === "string" ? value : JSON.stringify(value);
+  }
+
+  /** An approver id as the page names it: the signed-in approver by its name (an issuer's
+   * approver's id is a fingerprint), any other by its id. */
+  function approverName(id) {
+    return state.me && id === state.me.approver ? state.me.name : shown(id);
   }
 
   /** The refresh interval in ms: `?refresh=MS` (an integer, held to 200..60000), else 5000. */
@@ -188,14 +195,18 @@ import { viewElement } from "./view.js";
   async function showApprover(token) {
     const reply = await api("GET", "/v1/me", undefined, token);
     if (token !== state.token) return;
-    const approver = reply && reply.status === 200 ? reply.body.approver : null;
-    say(ui.who, typeof approver === "string" ? `Signed in as ${approver}` : "");
+    const body = reply && reply.status === 200 ? reply.body : null;
+    const approver = body && typeof body.approver === "string" ? body.approver : null;
+    const name = body && typeof body.name === "string" && body.name ? body.name : approver;
+    state.me = approver === null ? null : { approver, name };
+    say(ui.who, approver === null ? "" : `Signed in as ${name}`);
   }
 
   function signOut(message) {
     keep(null);
     say(ui.who, "");
     state.token = null;
+    state.me = null;
     state.timers.forEach(clearInterval);
     state.timers = [];
     state.entries.clear();
@@ -512,10 +523,10 @@ import { viewElement } from "./view.js";
     const body = reply.body;
     if (reply.status === 200 && kind === "approve") {
       const until = localTime(body.expiresAt);
-      return finish(entry, `Approved by ${shown(body.approver)}, valid until ${until}`, "approved");
+      return finish(entry, `Approved by ${approverName(body.approver)}, valid until ${until}`, "approved");
     }
     if (reply.status === 200) {
-      return finish(entry, `Rejected by ${shown(body.approver)}`, "rejected");
+      return finish(entry, `Rejected by ${approverName(body.approver)}`, "rejected");
     }
     if (reply.status === 401) return signOut(SESSION_ENDED);
     const error = errorOf(reply);
@@ -540,7 +551,8 @@ import { viewElement } from "./view.js";
 
   function alreadyDecided(decided) {
     const what = { APPROVED: "approved", REJECTED: "rejected" }[decided && decided.state];
-    const who = decided && typeof decided.approver === "string" ? ` by ${decided.approver}` : "";
+    const who = decided && typeof decided.approver === "string"
+      ? ` by ${approverName(decided.approver)}` : "";
     if (!what && !who) return "Already decided by someone else";
     return `Already decided by someone else: ${what || "decided"}${who}`;
   }

@@ -40,8 +40,10 @@ def _flat(view: dict[str, Any]) -> Any:
 def test_the_signed_in_approver_is_named(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with approval_stack(tmp_path) as a:
-            assert (await a.call("GET", "/v1/me")).body == {"approver": "ops-ana"}
-            assert (await a.call("GET", "/v1/me", headers=BEN)).body == {"approver": "ops-ben"}
+            ana = (await a.call("GET", "/v1/me")).body
+            assert ana == {"approver": "ops-ana", "name": "ops-ana"}
+            ben = (await a.call("GET", "/v1/me", headers=BEN)).body
+            assert ben == {"approver": "ops-ben", "name": "ops-ben"}
             for headers in ({}, {"Authorization": f"Bearer {APP_TOKEN}"}, APPROVAL):
                 refused = await a.call("GET", "/v1/me", headers=headers)
                 assert (refused.status, refused.body["error"]["code"]) == (401, "UNAUTHENTICATED")

@@ -125,8 +125,10 @@ ISSUER_REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("unknown key", {"jwks": URI}, "/jwks", "unknown key"),
     ("bad id", {"id": "Corp"}, "/id", "does not match"),
     ("credential id", {"id": "tutor-app"}, "/id", "used twice"),
-    ("objective", {"objectives": ["Learner"]}, "/objectives/0", "not an objective id"),
+    ("objective", {"objectives": ["Learner"]}, "/objectives/0", "does not match"),
+    ("objective twice", {"objectives": ["learner", "learner"]}, "/objectives/1", "twice"),
     ("no objective", {"objectives": []}, "/objectives", "name an objective"),
+    ("unknown objective", {"objectives": ["lerner"]}, "/objectives/0", "did you mean `learner`"),
 ]
 
 
@@ -141,7 +143,7 @@ def test_an_issuer_problem_is_located(
     doc = {"credentials": [STATIC], "issuers": [entry(**overrides)]}
     path = write(tmp_path, doc)
     with pytest.raises(ConfigError) as caught:
-        load_credentials(path, ENV)
+        load_credentials(path, ENV, objectives=("learner", "authoring"))  # the build's
     [problem] = caught.value.diagnostics
     assert (problem.code, problem.pointer) == ("ISSUER_INVALID", "/issuers/0" + pointer)
     assert word in problem.message, problem.message

@@ -307,6 +307,30 @@ CREDENTIAL_REFUSALS: list[tuple[str, Any, str, str]] = [
     ),
     ("not JSON", '{"credentials": [', "JSON_SYNTAX", ""),
     ("NaN", '{"credentials": NaN}', "JSON_NUMBER_INVALID", ""),
+    (
+        "no objective",
+        {"credentials": [credential_entry(objectives=[])]},
+        "NARROWING_EMPTY",
+        "/credentials/0/objectives",
+    ),
+    (
+        "objective twice",
+        {"credentials": [credential_entry(objectives=["learner", "learner"])]},
+        "DUPLICATE_ID",
+        "/credentials/0/objectives/1",
+    ),
+    (
+        "objective not an id",
+        {"credentials": [credential_entry(objectives=["Learner"])]},
+        "INVALID_ID",
+        "/credentials/0/objectives/0",
+    ),
+    (
+        "objectives not a list",
+        {"credentials": [credential_entry(objectives="learner")]},
+        "WRONG_TYPE",
+        "/credentials/0/objectives",
+    ),
 ]
 
 
@@ -320,6 +344,25 @@ def test_credentials_refusals(tmp_path: Path, doc: Any, code: str, pointer: str)
         load_credentials(write(tmp_path, doc), ENV, keyring_get=FakeKeyring(KEYCHAIN))
     assert (code, pointer) in refusal(excinfo)
     assert all(p.file == str(tmp_path / "config.json") for p in excinfo.value.diagnostics)
+
+
+def test_credential_objectives_are_checked_against_the_build(tmp_path: Path) -> None:
+    """With the build's objectives (the runtime's start), a credential's or an issuer's
+    ``objectives`` must name them; without (no build at hand), any ids are kept."""
+    build = ("learner", "authoring")
+    doc = {"credentials": [credential_entry(objectives=["learner"]), ops_entry()]}
+    loaded = load_credentials(write(tmp_path, doc), ENV, objectives=build)
+    assert [c.objectives for c in loaded] == [("learner",), None]
+    doc = {"credentials": [credential_entry(objectives=["authoring", "lerner"])]}
+    assert [c.objectives for c in load_credentials(write(tmp_path, doc), ENV)] == [
+        ("authoring", "lerner")
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_credentials(write(tmp_path, doc), ENV, objectives=build)
+    assert refusal(excinfo) == [("UNKNOWN_OBJECTIVE", "/credentials/0/objectives/1")]
+    [problem] = excinfo.value.diagnostics
+    assert "`lerner` is not declared; did you mean `learner`?" in problem.message
+    assert problem.line is not None
 
 
 def test_credentials_unreadable(tmp_path: Path) -> None:
@@ -769,6 +812,7 @@ def test_every_code_has_a_case_and_a_doc() -> None:
     # the approval server's (tests/servers/approval/test_approval_config.py)
     covered |= {"APPROVERS_EMPTY", "APPROVER_TOKEN_REF_INVALID", "APPROVER_TOKEN_NOT_DISTINCT"}
     covered |= {"ISSUER_INVALID"}  # every case of tests/servers/config/test_issuers.py
+    covered |= {"UNKNOWN_OBJECTIVE"}  # against a build: tested on its own above
     assert covered == CODES
     docs = (ROOT / "docs" / "runtime-config.md").read_text()
     assert all(f"`{code}`" in docs for code in CODES)

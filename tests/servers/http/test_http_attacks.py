@@ -437,6 +437,11 @@ MALFORMED = {
     "space-before-colon": b"Authorization : Bearer " + APP_TOKEN.encode() + b"\r\n",
     "bare-lf-token": b"X-A: 1\nAuthorization: Bearer " + APP_TOKEN.encode() + b"\x7f\r\n",
     "approval-token": b"x-seif-tool-approval: " + APPROVAL_TOKEN.encode() + b"\x00\r\n",
+    # 64 KiB fields are read (an oversized bearer token is answered 401): not many of them
+    "too-many-headers": b"".join(b"X-Pad-%d: " % i + b"p" * 60000 + b"\r\n" for i in range(60))
+    + b"Authorization: Bearer "
+    + APP_TOKEN.encode()
+    + b"\r\n",
 }
 
 

@@ -368,13 +368,23 @@ def test_the_mcp_endpoint_authenticates_in_the_same_place(tmp_path: Path) -> Non
                 )
                 assert reply.status == status, reply
             assert reply.body["error"]["code"] == "INSUFFICIENT_SCOPE"
+            # the endpoint's challenges also name its metadata (tests/servers/mcp/
+            # test_mcp_authorization.py)
+            discovery = (
+                'resource_metadata="https://seif.example/.well-known/oauth-protected-resource'
+                '/mcp/authoring"'
+            )
             assert reply.headers["WWW-Authenticate"] == (
-                'Bearer error="insufficient_scope", scope="seif.execute"'
+                f'Bearer error="insufficient_scope", scope="seif.execute", {discovery}'
             )
             invalid = await s.call(
                 "POST", "/mcp/authoring", message, headers={**headers, **bearer(_none_token())}
             )
-            assert_invalid(invalid)
+            assert invalid.status == 401, invalid
+            assert invalid.body["error"] == {"code": "TOKEN_INVALID", "message": GENERIC}
+            assert invalid.headers["WWW-Authenticate"] == (
+                f'Bearer error="invalid_token", {discovery}, scope="seif.resolve seif.execute"'
+            )
             listed = await s.call(
                 "POST", "/mcp/authoring", message, headers={**headers, **bearer(valid())}
             )

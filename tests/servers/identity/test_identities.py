@@ -356,7 +356,7 @@ def quick_fetches(monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
     yield 0.5
 
 
-@pytest.mark.parametrize("mode", ["hang", "garbage", "error"])
+@pytest.mark.parametrize("mode", ["hang", "garbage", "error", "unhashable"])
 def test_a_failing_jwks_leaves_the_cached_keys_in_force(
     tmp_path: Path, quick_fetches: float, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -376,6 +376,45 @@ def test_a_failing_jwks_leaves_the_cached_keys_in_force(
             assert "the key set of issuer `corp` could not be fetched" in logged
             assert "1 cached keys stay in force" in logged
             assert idp.url not in logged and unknown not in logged
+
+    run_async(scenario())
+
+
+def test_stale_keys_of_a_failing_jwks_are_refetched_at_most_once_a_minute(tmp_path: Path) -> None:
+    key = rsa_key("k1")
+    clock = Monotonic()
+
+    async def scenario() -> None:
+        async with provider([key]) as idp, identities(tmp_path, idp, clock) as ids:
+            idp.mode = "error"
+            clock.now += keys.MAX_AGE_S
+            for _ in range(5):  # any caller with a known kid: one background attempt
+                assert await ids.authenticate(token(key, claims())) is not None
+                await _settled(ids)
+            assert idp.fetches == 2
+            clock.now += keys.REFETCH_INTERVAL_S
+            assert await ids.authenticate(token(key, claims())) is not None
+            await _settled(ids)
+            assert idp.fetches == 3
+
+    run_async(scenario())
+
+
+def test_an_unknown_kid_joins_a_fetch_under_way_and_begins_no_second(
+    tmp_path: Path, quick_fetches: float
+) -> None:
+    key = rsa_key("k1")
+    clock = Monotonic()
+
+    async def scenario() -> None:
+        async with provider([key]) as idp, identities(tmp_path, idp, clock) as ids:
+            idp.mode = "hang"
+            clock.now += keys.MAX_AGE_S
+            assert await ids.authenticate(token(key, claims())) is not None  # stale: refetching
+            began = time.monotonic()
+            assert "no key" in await refused(ids, token(rsa_key("k9"), claims()))
+            assert time.monotonic() - began < quick_fetches + 0.3  # one bound, not two
+            assert idp.fetches == 2
 
     run_async(scenario())
 

@@ -37,14 +37,18 @@ TRACE_ENV = {**ENV, "CONTEXT_TOOL_TRACE_KEY": "replicas-share-this-trace-key-012
 
 @contextlib.asynccontextmanager
 async def replicas(
-    root: Path, url: str, count: int = 2, **options: Any
+    root: Path,
+    url: str,
+    count: int = 2,
+    credentials: dict[str, Any] | None = None,
+    **options: Any,
 ) -> AsyncIterator[list[Stack]]:
     """``count`` runtimes on the database of ``url``, named ``r0``, ``r1``, ... (``options``
-    go to ``runtime_stack``)."""
+    go to ``runtime_stack``), with ``credentials`` (a credentials file's document) if given."""
     executor_app = EXECUTOR.create_app(tokens=TOOL_TOKENS, knobs={})
     async with serving(executor_app) as executor_url:
         document = {**bindings_document(executor_url), "traceKeyRef": "env:CONTEXT_TOOL_TRACE_KEY"}
-        config = write_config(root, executor_url, bindings=document)
+        config = write_config(root, executor_url, bindings=document, credentials=credentials)
         async with contextlib.AsyncExitStack() as held:
             stacks = [
                 await held.enter_async_context(

@@ -32,9 +32,11 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from servers.wire import openapi
+from tests.support.identity import issuer_entry, jwks, rsa_key
 from tests.support.runtime_harness import (
     APP_TOKEN,
     APPROVAL_TOKEN,
+    CREDENTIALS,
     listening,
     reference_project,
     start_executor_process,
@@ -90,7 +92,12 @@ class Runtime:
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     root = tmp_path_factory.mktemp("openapi")
     executor, executor_url = start_executor_process(root)
-    proc = start_serve(write_config(root, executor_url))
+    # an issuer (its key set a file: nothing fetched) and MCP: the metadata routes answer 200
+    (root / "idp.jwks").write_text(json.dumps(jwks(rsa_key("k1"))))
+    issuer = issuer_entry("", jwksFile="idp.jwks")
+    del issuer["jwksUri"]
+    credentials = {**CREDENTIALS, "issuers": [issuer]}
+    proc = start_serve(write_config(root, executor_url, credentials=credentials), "--mcp")
     try:
         url = listening(proc)
         probe = Runtime(url, "", root / "serve.err")
@@ -131,6 +138,8 @@ def _with_live_refs(case: Any, runtime: Runtime) -> None:
         path["contextRef"] = runtime.context_ref  # its approval status, its trace
     if "turnId" in path:
         path["turnId"] = runtime.call("POST", "/v1/turns")["turnId"]
+    if "objective" in path:  # an objective of the build: its endpoint's metadata
+        path["objective"] = OBJECTIVES[len(str(path["objective"])) % len(OBJECTIVES)]
 
 
 @schema.parametrize()
