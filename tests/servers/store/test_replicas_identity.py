@@ -1,10 +1,11 @@
 """Issuers on runtime replicas sharing one PostgreSQL store (issue 32): a token of an issuer
 authenticates the same on every replica (each fetches the issuer's keys itself), a context it
-resolved on one is used on another by the same issuer and client only, and an issuer narrowed to
-some objectives is refused the others on every replica."""
+resolved on one is used on another by the same issuer, client and subject only, and an issuer
+narrowed to some objectives is refused the others on every replica."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,14 @@ def test_a_token_s_context_is_used_across_replicas_by_its_own_client_only(
                 assert done.status == 200 and done.body["status"] == "SUCCEEDED", done
                 again = await a.call("POST", "/v1/context/tools/execute", body, headers=mine)
                 assert again.body["duplicate"] is True
-                # another client of the same issuer, on either replica: an unknown context
-                theirs = bearer(
-                    client_id="another-app", scope="seif.resolve seif.execute seif.traces"
-                )
-                for replica in (a, b):
+                # another client of the same issuer, or another user of the same client, on
+                # either replica: an unknown context (the owner's subject is in the shared store,
+                # as a keyed fingerprint every replica computes alike)
+                scope = "seif.resolve seif.execute seif.traces"
+                for theirs, replica in itertools.product(
+                    (bearer(client_id="another-app", scope=scope), bearer(sub="u-2", scope=scope)),
+                    (a, b),
+                ):
                     other = {**body, "callId": "c2"}
                     refused = await replica.call(
                         "POST", "/v1/context/tools/execute", other, headers=theirs
