@@ -52,6 +52,7 @@ from tests.support.oidc_provider import (
     sign_in,
     user_token,
 )
+from tests.support.principals import write_principal_build
 from tests.support.runtime_harness import (
     CREDENTIALS,
     EXECUTOR,
@@ -368,5 +369,42 @@ def test_a_provider_token_for_another_resource_is_refused(tmp_path: Path) -> Non
                 headers={**mcp_headers, **_bearer(for_learner)},
             )
             assert accepted.status_code == 200, accepted.text
+
+    run_async(scenario())
+
+
+def test_two_users_of_the_provider_are_decided_by_their_groups(tmp_path: Path) -> None:
+    """The issue's "done when": a condition on the user's group (the provider's `groups`
+    claim) decides the same call differently for Alice (support) and Bob (sales)."""
+    write_principal_build(tmp_path)  # served by `running`: authoring reads need `support`
+
+    async def scenario() -> None:
+        async with running(tmp_path) as r, httpx2.AsyncClient(timeout=10) as http:
+            audience = r.base + "/"
+            decided = {}
+            for who in (ALICE, BOB):
+                token = await user_token(r.op, who, audience)
+                resolved = await http.post(
+                    r.base + "/v1/context/resolve",
+                    json={"objective": "authoring", "consumer": "course-authoring"},
+                    headers=_bearer(token),
+                )
+                assert resolved.status_code == 200, (who, resolved.text)
+                body = {
+                    "contextRef": resolved.json()["contextRef"],
+                    "tool": "inspect-context",
+                    "callId": f"groups-{who}",
+                    "arguments": READ_ARGS,
+                }
+                executed = await http.post(
+                    r.base + "/v1/context/tools/execute", json=body, headers=_bearer(token)
+                )
+                assert executed.status_code == 200, (who, executed.text)
+                receipt = executed.json()
+                decided[who] = (receipt["status"], receipt.get("reason"))
+            assert decided == {
+                ALICE: ("SUCCEEDED", None),
+                BOB: ("DENIED", "CONDITION_DENIED"),
+            }
 
     run_async(scenario())
