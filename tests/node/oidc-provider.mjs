@@ -9,7 +9,7 @@
 //    "scope": "seif.resolve seif.execute ...",        the scope values a resource server has
 //    "accessTokenTTL": 300}
 //
-// It listens on a free loopback port and prints one JSON line, {"issuer": "http://127.0.0.1:PORT/"},
+// It listens on a free loopback port (or the config's "port": a restart with other keys) and prints one JSON line, {"issuer": "http://127.0.0.1:PORT/"},
 // once it accepts. Access tokens are JWTs (RFC 9068, `typ: at+jwt`) issued through resource
 // indicators (RFC 8707): `aud` is the resource the client asked for, `scope` the resource
 // server's scope values the client asked for. A client-credentials token's `sub` is the client;
@@ -36,7 +36,7 @@ const scope = config.scope ?? "seif.resolve seif.execute";
 const ttl = config.accessTokenTTL ?? 300;
 
 const server = http.createServer();
-server.listen(0, "127.0.0.1", () => {
+server.listen(config.port ?? 0, "127.0.0.1", () => {
   const issuer = `http://127.0.0.1:${server.address().port}/`;
   const provider = new Provider(issuer, {
     clients,

@@ -126,16 +126,23 @@ def openid_provider(
     clients: Sequence[Mapping[str, Any]] = CLIENTS,
     accounts: Mapping[str, Any] = ACCOUNTS,
     ttl_s: int = 300,
+    keys: Sequence[RSAKey] = (),
+    port: int = 0,
 ) -> Iterator[OpenIdProvider]:
     """The provider, issuing JWT access tokens for the resource indicators under each of
-    ``resources`` (prefixes); stopped on exit."""
+    ``resources`` (prefixes), signed with the first of ``keys`` (default: one made here) and
+    publishing them all; on ``port`` (0: a free one; a restart with other keys keeps its
+    issuer); stopped on exit."""
     runner, script = node_script("oidc-provider.mjs")
-    key = RSAKey.generate_key(2048, parameters={"kid": "op-1", "alg": "RS256", "use": "sig"})
+    if not keys:
+        keys = [RSAKey.generate_key(2048, parameters={"kid": "op-1", "alg": "RS256", "use": "sig"})]
+    key = keys[0]
     config = root / "oidc-provider.json"
     config.write_text(
         json.dumps(
             {
-                "keys": {"keys": [key.as_dict(private=True)]},
+                "port": port,
+                "keys": {"keys": [k.as_dict(private=True) for k in keys]},
                 "clients": list(clients),
                 "accounts": dict(accounts),
                 "resources": list(resources),

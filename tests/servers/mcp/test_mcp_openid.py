@@ -9,11 +9,13 @@
   (authorization code) on the HTTP API: resolve, then execute.
 - A token the provider issued for another resource, or for another objective's endpoint, is
   refused (401 ``invalid_token``).
+- Two users' groups decide the same call differently; the provider's key rotation is followed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import time
@@ -24,6 +26,7 @@ from pathlib import Path
 import httpx2
 import mcp
 import pytest
+from joserfc.jwk import RSAKey
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -35,7 +38,7 @@ from mcp.shared.auth import (
 )
 
 from servers.config.files import load_credentials
-from servers.identity import Identities
+from servers.identity import Identities, TokenRefused, keys
 from tests.support.guide_examples import free_port
 from tests.support.mcp_support import MODES, REVISION, call_meta, dumped, mcp_url
 from tests.support.oidc_provider import (
@@ -408,3 +411,53 @@ def test_two_users_of_the_provider_are_decided_by_their_groups(tmp_path: Path) -
             }
 
     run_async(scenario())
+
+
+def test_the_provider_s_key_rotation(tmp_path: Path) -> None:
+    """The provider rotates its signing key (restarted on its port, so its issuer is the same):
+    a token under the new `kid` makes seif fetch the set again, the old key's tokens verify while
+    the set still publishes it, and stop once it is removed and seif's keys were refreshed."""
+    audience = "http://127.0.0.1:9/"
+    old, new = (
+        RSAKey.generate_key(2048, parameters={"kid": kid, "alg": "RS256", "use": "sig"})
+        for kid in ("op-old", "op-new")
+    )
+    port = free_port()
+    clock = [1000.0]
+
+    async def scenario() -> None:
+        with openid_provider(tmp_path, [audience], keys=[old], port=port) as op:
+            path = tmp_path / "credentials.json"
+            path.write_text(json.dumps({"issuers": [op.issuer_entry(audience)]}))
+            before = await op.client_credentials(audience)
+        identities = Identities(
+            load_credentials(path, {}), lambda: int(time.time() * 1000), monotonic=lambda: clock[0]
+        )
+        try:
+            with openid_provider(tmp_path, [audience], keys=[old], port=port):
+                await identities.start()
+                assert await identities.authenticate(before) is not None
+            with openid_provider(tmp_path, [audience], keys=[new, old], port=port) as op:
+                after = await op.client_credentials(audience)
+                assert json.loads(b64decode_segment(after.split(".")[0]))["kid"] == "op-new"
+                assert await identities.authenticate(after) is not None  # fetched again
+                assert await identities.authenticate(before) is not None
+            with openid_provider(tmp_path, [audience], keys=[new], port=port):
+                assert await identities.authenticate(before) is not None  # cached still
+                clock[0] += keys.MAX_AGE_S  # stale: refreshed in the background
+                assert await identities.authenticate(before) is not None
+                for _ in range(200):
+                    if not any(k.fetching for k in identities.keys.values()):
+                        break
+                    await asyncio.sleep(0.02)
+                with pytest.raises(TokenRefused):
+                    await identities.authenticate(before)  # removed: no longer verifies
+                assert await identities.authenticate(after) is not None
+        finally:
+            await identities.aclose()
+
+    run_async(scenario())
+
+
+def b64decode_segment(segment: str) -> bytes:
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
