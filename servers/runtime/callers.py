@@ -3,7 +3,9 @@
 A :class:`Caller` is made once per request from what authenticating its bearer token
 established (:class:`~servers.identity.principal.Authenticated`):
 
-- ``credential`` and ``subject`` own what it resolves: a context belongs to the credential
+- ``credential`` and ``subject`` own what it resolves (within its ``objectives``: a context of
+  an objective its credential was since narrowed away from is no longer its): a context belongs
+  to the credential
   (``<issuer id>:<client id>`` for a token) and to the subject, kept as its keyed fingerprint
   (:func:`~servers.identity.principal.subject_fingerprint` under the store's fingerprint key),
   never in clear;
@@ -35,25 +37,29 @@ class Caller:
     subject: str | None
     principal: PrincipalValue
     recorded: Mapping[str, Any] | None
+    objectives: frozenset[str] | None = None
+    """The objectives it may resolve, and so use contexts of (None: every one)."""
 
     @staticmethod
     def of(found: Authenticated, key: bytes) -> Caller:
         """The caller ``found`` is, its subject fingerprinted with ``key``."""
         who = found.principal
         if who.issuer is None:  # a static credential: the application alone
-            return Caller(found.id, None, _static(found.id), None)
+            return Caller(found.id, None, _static(found.id), None, found.objectives)
         subject = None if who.subject is None else subject_fingerprint(key, who.issuer, who.subject)
         given = who.to_json()
         recorded = {**given, "subject": subject}
-        return Caller(found.id, subject, principal_value(given), recorded)
+        return Caller(found.id, subject, principal_value(given), recorded, found.objectives)
 
     def fields(self) -> dict[str, Any]:
         """What a record carries of the caller: ``principal`` for a token of an issuer."""
         return {} if self.recorded is None else {"principal": self.recorded}
 
     def owns(self, row: ContextRow) -> bool:
-        """Whether the context ``row`` is this caller's."""
-        return row.owned_by(self.credential, self.subject)
+        """Whether the context ``row`` is this caller's, and of an objective it may still
+        resolve (a context resolved before its credential was narrowed is no longer its)."""
+        allowed = self.objectives is None or row.objective in self.objectives
+        return allowed and row.owned_by(self.credential, self.subject)
 
 
 @lru_cache(maxsize=256)

@@ -23,6 +23,7 @@ from tests.support.runtime_harness import (
     CREDENTIALS,
     ENV,
     OPERATOR_TOKEN,
+    READ_ARGS,
     Stack,
     prepare_config,
     run_async,
@@ -151,3 +152,39 @@ def test_an_objective_the_build_does_not_declare_is_refused_at_start(tmp_path: P
     assert (problem.code, problem.pointer) == ("ISSUER_INVALID", "/issuers/0/objectives/0")
     assert "`tutoring` is not declared" in problem.message
     assert not config.data.exists()  # a refusal creates nothing
+
+
+def test_a_context_of_an_objective_narrowed_away_since_is_no_longer_its_credentials(
+    tmp_path: Path,
+) -> None:
+    """`learner-app` resolves `authoring` while it may; restarted with `learner-app` narrowed to
+    `learner`, its `authoring` context answers as an unknown one (execute, traces), while its
+    `learner` context still serves it."""
+    unnarrowed = {**LEARNER_APP, "objectives": ["learner", "authoring"]}
+    env = {**ENV, "SEIF_LEARNER_TOKEN": LEARNER_TOKEN}
+    who = bearer(LEARNER_TOKEN)
+
+    def credentials(app: dict[str, Any]) -> dict[str, Any]:
+        return {"credentials": [*CREDENTIALS["credentials"], app]}
+
+    async def scenario() -> None:
+        async with running_stack(tmp_path, credentials=credentials(unnarrowed), env=env) as s:
+            authoring = (await resolve(s, "authoring", who)).body["contextRef"]
+            learner = (await resolve(s, "learner", who)).body["contextRef"]
+        async with running_stack(tmp_path, credentials=credentials(LEARNER_APP), env=env) as s:
+            for ref, known in ((authoring, False), (learner, True)):
+                body = {"contextRef": ref, "tool": "inspect-context", "callId": f"n-{ref[-6:]}",
+                        "arguments": READ_ARGS}  # fmt: skip
+                done = await s.call("POST", "/v1/context/tools/execute", body, headers=who)
+                assert done.status == 200, done
+                if known:
+                    assert done.body["status"] == "SUCCEEDED", done
+                else:
+                    assert (done.body["status"], done.body["reason"]) == (
+                        "DENIED",
+                        "CONTEXT_UNKNOWN",
+                    )
+                trace = await s.call("GET", f"/v1/traces/{ref}", headers=who)
+                assert trace.status == (200 if known else 404), trace
+
+    run_async(scenario())
