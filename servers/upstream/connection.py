@@ -284,7 +284,7 @@ class UpstreamConnection:
         the SDK raises (``MCPError``: an error answer, a timeout, a closed connection; a
         pydantic ``ValidationError``: a result that is not one)."""
         client, session = self._client, self._session
-        if client is None or not self.up:
+        if not self.up:  # never connected, or known to have ended
             raise NotConnected
         params = {"name": name, "arguments": arguments, "_meta": dict(meta)}
         if session is not None:

@@ -70,6 +70,29 @@ class Notified:
         assert await self.arrived(method, count, timeout), (method, self.methods())
 
 
+def raw_initialize(revision: str = "2025-11-25") -> dict[str, Any]:
+    """A raw JSON-RPC ``initialize`` request of ``revision`` (tests that post it themselves)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": revision,
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+
+
+def raw_headers(revision: str = "2025-11-25") -> dict[str, str]:
+    """The headers of a raw Streamable HTTP POST of ``revision``."""
+    return {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": revision,
+    }
+
+
 def mcp_url(base: str, objective: str, **query: str) -> str:
     url = f"{base}/mcp/{objective}"
     return f"{url}?{urlencode(query)}" if query else url

@@ -32,6 +32,7 @@ from tests.support.identity import (
     rsa_key,
     token,
 )
+from tests.support.mcp_support import raw_headers, raw_initialize
 from tests.support.runtime_harness import (
     CREDENTIALS,
     READ_ARGS,
@@ -341,21 +342,8 @@ def test_a_40_kb_token_is_401_not_500(tmp_path: Path, logs: pytest.LogCaptureFix
 
 
 def test_the_mcp_endpoint_authenticates_in_the_same_place(tmp_path: Path) -> None:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": "2025-06-18",
-    }
+    message = raw_initialize("2025-06-18")
+    headers = raw_headers("2025-06-18")
 
     async def scenario() -> None:
         async with (

@@ -18,6 +18,7 @@ from seif import PermissionDeniedError, RuntimeClient
 from servers.mcp.app import McpOptions
 from servers.runtime.startup import StartRefused
 from tests.support.identity import claims, issuer_entry, provider, rsa_key, token
+from tests.support.mcp_support import raw_headers, raw_initialize
 from tests.support.runtime_harness import (
     BEARER,
     CREDENTIALS,
@@ -39,21 +40,8 @@ LEARNER_APP = {
     "objectives": ["learner"],
 }
 KEY = rsa_key("k1")
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
-MCP_HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "Content-Type": "application/json",
-    "MCP-Protocol-Version": "2025-06-18",
-}
+INITIALIZE = raw_initialize("2025-06-18")
+MCP_HEADERS = raw_headers("2025-06-18")
 FORBIDDEN = {
     "error": {
         "code": "OBJECTIVE_FORBIDDEN",

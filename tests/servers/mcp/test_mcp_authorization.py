@@ -33,6 +33,7 @@ from tests.support.identity import (
     rsa_key,
     token,
 )
+from tests.support.mcp_support import raw_headers, raw_initialize
 from tests.support.runtime_harness import CREDENTIALS, Reply, Stack, run_async, running_stack
 
 KEY = rsa_key("k1")
@@ -40,21 +41,8 @@ MCP = McpOptions(approval_wait_s=1)
 ROOT_METADATA = "https://seif.example/.well-known/oauth-protected-resource"
 AUTHORING_METADATA = ROOT_METADATA + "/mcp/authoring"
 NEEDED = 'scope="seif.resolve seif.execute"'
-HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "Content-Type": "application/json",
-    "MCP-Protocol-Version": "2025-11-25",
-}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
+HEADERS = raw_headers()
+INITIALIZE = raw_initialize()
 
 
 def signed(**extra: Any) -> str:

@@ -40,7 +40,15 @@ from mcp.shared.auth import (
 from servers.config.files import load_credentials
 from servers.identity import Identities, TokenRefused, keys
 from tests.support.guide_examples import free_port
-from tests.support.mcp_support import MODES, REVISION, call_meta, dumped, mcp_url
+from tests.support.mcp_support import (
+    MODES,
+    REVISION,
+    call_meta,
+    dumped,
+    mcp_url,
+    raw_headers,
+    raw_initialize,
+)
 from tests.support.oidc_provider import (
     AGENT,
     AGENT_GROUPS,
@@ -327,21 +335,8 @@ def test_a_provider_token_for_another_resource_is_refused(tmp_path: Path) -> Non
         async with running(tmp_path) as r, httpx2.AsyncClient(timeout=10) as http:
             elsewhere = await r.op.client_credentials(ELSEWHERE)
             for_learner = await r.op.client_credentials(f"{r.base}/mcp/learner")
-            mcp_headers = {
-                "Accept": "application/json, text/event-stream",
-                "Content-Type": "application/json",
-                "MCP-Protocol-Version": "2025-11-25",
-            }
-            initialize = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "test", "version": "1"},
-                },
-            }
+            mcp_headers = raw_headers()
+            initialize = raw_initialize()
             refused: list[httpx2.Response] = []
             for token, path in (
                 (elsewhere, "/mcp/learner"),
